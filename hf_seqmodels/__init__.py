@@ -1,0 +1,33 @@
+"""hf_seqmodels: the classic sequence models of NLP as first-class Hugging Face models.
+
+Importing the package registers every model type with ``AutoConfig`` and the ``AutoModel…``
+classes, so ``AutoModelForCausalLM.from_pretrained(folder)`` works for our checkpoints.
+"""
+
+from .models import (
+    NNLMConfig,
+    NNLMForCausalLM,
+    RecurrentState,
+    RNNConfig,
+    RNNForCausalLM,
+    RNNForSequenceClassification,
+    RNNForTokenClassification,
+    RNNModel,
+)
+from .registry import register_all
+
+register_all()
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "NNLMConfig",
+    "NNLMForCausalLM",
+    "RNNConfig",
+    "RNNForCausalLM",
+    "RNNForSequenceClassification",
+    "RNNForTokenClassification",
+    "RNNModel",
+    "RecurrentState",
+    "__version__",
+]

@@ -1,0 +1,37 @@
+"""Model code of every family, in one flat folder.
+
+``save_pretrained`` copies a model's modules and their single-dot sibling imports next to the
+weights, so everything here imports only torch, transformers, the standard library and siblings
+(``from .recurrent_stack import ...``). Shared building blocks live here as sibling modules:
+
+* ``recurrent_stack.py`` – the fused RNN/LSTM/GRU stack with padding handling;
+* ``state_cache.py`` – the recurrent generation cache and its beam reordering;
+* ``config_utils.py`` – presets and config validation; ``input_checks.py`` – input validation.
+"""
+
+from .configuration_nnlm import NNLMConfig
+from .configuration_rnn import RNNConfig
+from .modeling_nnlm import NNLMForCausalLM, NNLMPreTrainedModel
+from .modeling_rnn import (
+    RNNForCausalLM,
+    RNNForSequenceClassification,
+    RNNForTokenClassification,
+    RNNModel,
+    RNNPreTrainedModel,
+)
+from .recurrent_stack import RecurrentStack
+from .state_cache import RecurrentState
+
+__all__ = [
+    "NNLMConfig",
+    "NNLMForCausalLM",
+    "NNLMPreTrainedModel",
+    "RNNConfig",
+    "RNNForCausalLM",
+    "RNNForSequenceClassification",
+    "RNNForTokenClassification",
+    "RNNModel",
+    "RNNPreTrainedModel",
+    "RecurrentStack",
+    "RecurrentState",
+]

@@ -1,0 +1,45 @@
+"""Checks on model inputs, so that bad input fails with a message instead of a deep torch traceback."""
+
+from __future__ import annotations
+
+import torch
+
+
+def check_input_ids(input_ids: torch.Tensor | None, vocab_size: int, name: str = "input_ids") -> None:
+    """Raise a ValueError naming ``name`` when ids are missing, not 2-D, or outside ``[0, vocab_size)``."""
+    if input_ids is None:
+        raise ValueError(f"`{name}` is required: a LongTensor of shape (batch_size, sequence_length).")
+    if input_ids.dim() != 2:
+        raise ValueError(
+            f"`{name}` must have shape (batch_size, sequence_length), got shape {tuple(input_ids.shape)}."
+        )
+    if input_ids.numel() == 0:
+        raise ValueError(f"`{name}` is empty (shape {tuple(input_ids.shape)}); give at least one token.")
+    low, high = int(input_ids.min()), int(input_ids.max())
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        raise ValueError(
+            f"`{name}` contains token id {bad}, outside the vocabulary [0, {vocab_size}) of this model "
+            f"(config.vocab_size={vocab_size}). Was the text encoded with a different tokenizer?"
+        )
+
+
+def current_mask(attention_mask: torch.Tensor | None, input_ids: torch.Tensor) -> torch.Tensor | None:
+    """The columns of ``attention_mask`` that belong to ``input_ids``, or None when nothing is masked.
+
+    During cached generation the mask covers the whole sequence so far while ``input_ids`` holds only
+    the new tokens, so the last ``input_ids.shape[1]`` columns are the ones that apply.
+    """
+    if attention_mask is None:
+        return None
+    if attention_mask.dim() != 2 or attention_mask.shape[0] != input_ids.shape[0]:
+        raise ValueError(
+            f"`attention_mask` must have shape (batch_size, sequence_length) matching `input_ids` "
+            f"{tuple(input_ids.shape)}, got {tuple(attention_mask.shape)}."
+        )
+    if attention_mask.shape[1] < input_ids.shape[1]:
+        raise ValueError(
+            f"`attention_mask` has {attention_mask.shape[1]} columns but `input_ids` has {input_ids.shape[1]}."
+        )
+    mask = attention_mask[:, -input_ids.shape[1] :].bool()
+    return None if bool(mask.all()) else mask

@@ -1,0 +1,279 @@
+"""RNN / LSTM / GRU models: language model, sentence classifier and token tagger.
+
+All three heads share :class:`RNNModel` (embeddings + :class:`RecurrentStack`). The recurrent
+state is the generation cache (:class:`RecurrentState`), so ``generate()`` runs greedy search,
+sampling and beam search by feeding one token at a time to the fused kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.modeling_outputs import (
+    CausalLMOutputWithPast,
+    ModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+from transformers.utils.generic import can_return_tuple
+
+from .config_utils import invalid
+from .configuration_rnn import RNNConfig
+from .input_checks import check_input_ids, current_mask
+from .recurrent_stack import RecurrentStack
+from .state_cache import RecurrentState
+
+
+@dataclass
+class RNNModelOutput(ModelOutput):
+    """Output of :class:`RNNModel`.
+
+    Args:
+        last_hidden_state: ``(batch, time, num_directions * hidden_size)`` outputs of the top layer
+            (zero at padded positions).
+        past_key_values: the final :class:`RecurrentState`, when ``use_cache``.
+        final_state: the top layer's final ``h``, directions concatenated: ``(batch, D * hidden_size)``.
+        hidden_states: ``(embeddings, top layer outputs)`` when ``output_hidden_states``.
+    """
+
+    last_hidden_state: torch.FloatTensor | None = None
+    past_key_values: RecurrentState | None = None
+    final_state: torch.FloatTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+
+
+class RNNPreTrainedModel(PreTrainedModel):
+    config_class = RNNConfig
+    config: RNNConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    _is_stateful = True
+    _no_split_modules = ["RecurrentStack"]
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        return False  # the cache is our RecurrentState, not key/value pairs
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """Uniform initialisation in ``[-init_range, init_range]`` (Zaremba et al. 2014)."""
+        r = self.config.init_range
+        if isinstance(module, (nn.Linear, nn.Embedding, nn.RNNBase)):
+            for name, param in module.named_parameters(recurse=False):
+                if name.startswith("bias") and isinstance(module, nn.Linear):
+                    init.zeros_(param)
+                else:
+                    init.uniform_(param, -r, r)
+
+
+class RNNModel(RNNPreTrainedModel):
+    """Token embeddings, dropout and the recurrent stack; the body of every RNN head."""
+
+    def __init__(self, config: RNNConfig):
+        super().__init__(config)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.embedding_size)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.encoder = RecurrentStack(
+            config.cell_type,
+            input_size=config.embedding_size,
+            hidden_size=config.hidden_size,
+            num_layers=config.num_hidden_layers,
+            bidirectional=config.bidirectional,
+            dropout=config.hidden_dropout_prob,
+        )
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embed_tokens
+
+    def set_input_embeddings(self, value):
+        self.embed_tokens = value
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: RecurrentState | None = None,
+        use_cache: bool | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> RNNModelOutput:
+        """
+        Args:
+            input_ids: ``(batch, time)`` token ids.
+            attention_mask: ``(batch, time)`` or, during generation, ``(batch, past + time)``;
+                0 marks padding, which never changes the state.
+            past_key_values: state from an earlier call to continue from (None: zeros).
+        """
+        check_input_ids(input_ids, self.config.vocab_size)
+        use_cache = use_cache if use_cache is not None else self.config.use_cache
+        mask = current_mask(attention_mask, input_ids)
+        embeddings = self.dropout(self.embed_tokens(input_ids))  # (B, T, E)
+        state = past_key_values.tensors if past_key_values is not None else None
+        outputs, final = self.encoder(embeddings, state, mask)  # (B, T, D*H)
+        seen = 0 if past_key_values is None else past_key_values.seq_length
+        return RNNModelOutput(
+            last_hidden_state=outputs,
+            past_key_values=RecurrentState(final, seen + input_ids.shape[1]) if use_cache else None,
+            final_state=RecurrentStack.last_layer_state(final[0], self.encoder.num_directions),
+            hidden_states=(embeddings, outputs) if output_hidden_states else None,
+        )
+
+
+class RNNForCausalLM(RNNPreTrainedModel, GenerationMixin):
+    """RNN language model: ``p(w_t | w_<t) = softmax(W_o h_t + b_o)``.
+
+    With ``tie_word_embeddings`` the output matrix is the embedding matrix; if the sizes differ,
+    ``h_t`` is first projected to the embedding size.
+    """
+
+    _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
+
+    def __init__(self, config: RNNConfig):
+        if config.bidirectional:
+            raise invalid("bidirectional", True, "False for a causal language model (it would see the future)")
+        super().__init__(config)
+        self.model = RNNModel(config)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        needs_projection = config.tie_word_embeddings and config.embedding_size != config.hidden_size
+        self.output_projection = (
+            nn.Linear(config.hidden_size, config.embedding_size, bias=False) if needs_projection else None
+        )
+        out_size = config.embedding_size if needs_projection else config.hidden_size
+        self.lm_head = nn.Linear(out_size, config.vocab_size)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def set_output_embeddings(self, new_embeddings):
+        self.lm_head = new_embeddings
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: RecurrentState | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> CausalLMOutputWithPast:
+        """
+        Args:
+            labels: ``(batch, time)``; shifted inside (token ``t`` predicts ``t+1``), ``-100`` ignored.
+                Pass ``shift_labels`` instead to give already-shifted targets (TBPTT streams).
+
+        Returns:
+            ``CausalLMOutputWithPast`` with ``logits`` ``(batch, time, vocab_size)`` and the state
+            as ``past_key_values``.
+        """
+        out = self.model(
+            input_ids,
+            attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+            output_hidden_states=output_hidden_states,
+        )
+        hidden = self.dropout(out.last_hidden_state)
+        if self.output_projection is not None:
+            hidden = self.output_projection(hidden)
+        logits = self.lm_head(hidden)  # (B, T, V)
+        loss = None
+        if labels is not None or kwargs.get("shift_labels") is not None:
+            loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **kwargs)
+        return CausalLMOutputWithPast(
+            loss=loss, logits=logits, past_key_values=out.past_key_values, hidden_states=out.hidden_states
+        )
+
+
+def pool_outputs(outputs: torch.Tensor, final_state: torch.Tensor, mask: torch.Tensor | None, mode: str):
+    """Summarise ``outputs`` ``(B, T, F)`` into ``(B, F)``: final state, or mean/max over real tokens."""
+    if mode == "last":
+        return final_state
+    if mask is None:
+        return outputs.mean(dim=1) if mode == "mean" else outputs.max(dim=1).values
+    mask = mask.unsqueeze(-1)  # (B, T, 1)
+    if mode == "mean":
+        return (outputs * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
+    return outputs.masked_fill(~mask, torch.finfo(outputs.dtype).min).max(dim=1).values
+
+
+class RNNForSequenceClassification(RNNPreTrainedModel):
+    """Many-to-one classifier: pooled recurrent outputs → dropout → linear → ``num_labels`` scores.
+
+    ``num_labels == 1`` is regression (MSE); float multi-hot labels select multi-label (BCE).
+    """
+
+    accepts_loss_kwargs = False  # the loss is a per-sentence mean; Trainer must scale it itself
+
+    def __init__(self, config: RNNConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = RNNModel(config)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(self.model.encoder.output_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> SequenceClassifierOutput:
+        """Returns ``logits`` ``(batch, num_labels)``; padding (attention_mask 0) never changes them."""
+        out = self.model(input_ids, attention_mask=attention_mask, use_cache=False,
+                         output_hidden_states=output_hidden_states)
+        mask = current_mask(attention_mask, input_ids)
+        pooled = pool_outputs(out.last_hidden_state, out.final_state, mask, self.config.pooling)
+        logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
+        loss = self.loss_function(labels, logits, self.config) if labels is not None else None
+        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states)
+
+
+class RNNForTokenClassification(RNNPreTrainedModel):
+    """Many-to-many tagger: one label per token from the (bidirectional, stacked) outputs."""
+
+    def __init__(self, config: RNNConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = RNNModel(config)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(self.model.encoder.output_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> TokenClassifierOutput:
+        """Returns ``logits`` ``(batch, time, num_labels)``; labels ``-100`` are ignored."""
+        out = self.model(input_ids, attention_mask=attention_mask, use_cache=False,
+                         output_hidden_states=output_hidden_states)
+        logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, num_labels)
+        loss = self.loss_function(logits, labels, self.config, **kwargs) if labels is not None else None
+        return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states)
+
+
+__all__ = [
+    "RNNPreTrainedModel",
+    "RNNModel",
+    "RNNForCausalLM",
+    "RNNForSequenceClassification",
+    "RNNForTokenClassification",
+]

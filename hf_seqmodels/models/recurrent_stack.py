@@ -1,0 +1,141 @@
+"""The recurrent stack shared by every recurrent model of the package.
+
+One module wraps torch's fused kernels (``nn.RNN``, ``nn.LSTM``, ``nn.GRU``): whole sequences go
+through cuDNN/oneDNN in one call, never a Python loop over time steps. It adds what the models
+need on top: batch-first state tensors, dropout between stacked layers (Zaremba et al. 2014) and
+exact handling of padding in any position (left padding for generation, right padding for
+classification) through packed sequences.
+
+Equations (course notes, ``[h; x]`` concatenation written as two matrices as torch stores them)::
+
+    LSTM  f_t = σ(W_f [h_{t-1}; x_t] + b_f)      i_t = σ(W_i [h_{t-1}; x_t] + b_i)
+          C̃_t = tanh(W_C [h_{t-1}; x_t] + b_C)   o_t = σ(W_o [h_{t-1}; x_t] + b_o)
+          C_t = f_t ⊙ C_{t-1} + i_t ⊙ C̃_t        h_t = o_t ⊙ tanh(C_t)
+    GRU   r_t = σ(W_r [h_{t-1}; x_t] + b_r)      z_t = σ(W_z [h_{t-1}; x_t] + b_z)
+          h̃_t = tanh(W_xh x_t + r_t ⊙ (W_hh h_{t-1} + b_hh) + b_xh)
+          h_t = (1 - z_t) ⊙ h̃_t + z_t ⊙ h_{t-1}
+    RNN   h_t = tanh(W_xh x_t + W_hh h_{t-1} + b)   (or ReLU)
+
+The GRU is the cuDNN variant: the reset gate multiplies ``W_hh h_{t-1} + b_hh`` instead of
+``h_{t-1}``, and torch's ``z_t`` is the notes' ``1 - z_t`` (it weights the old state). Both are
+re-parametrisations the network learns equally well; ``tests/test_recurrent_equations.py``
+checks all cells against the equations written out by hand.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+CELL_TYPES = ("rnn_tanh", "rnn_relu", "lstm", "gru")
+
+
+def _build_rnn(cell_type: str, **kwargs) -> nn.RNNBase:
+    if cell_type == "lstm":
+        return nn.LSTM(**kwargs)
+    if cell_type == "gru":
+        return nn.GRU(**kwargs)
+    if cell_type in ("rnn_tanh", "rnn_relu"):
+        return nn.RNN(nonlinearity=cell_type[4:], **kwargs)
+    raise ValueError(f"Invalid `cell_type`={cell_type!r}: expected one of {', '.join(CELL_TYPES)}.")
+
+
+class RecurrentStack(nn.Module):
+    """Stacked, optionally bidirectional RNN/LSTM/GRU over batch-first sequences.
+
+    Args:
+        cell_type: one of ``CELL_TYPES``.
+        input_size: size of each input vector ``x_t``.
+        hidden_size: size of ``h_t`` per direction.
+        num_layers: number of stacked layers.
+        bidirectional: run a second stack right-to-left and concatenate the outputs.
+        dropout: dropout on the outputs of every layer but the last.
+    """
+
+    def __init__(
+        self,
+        cell_type: str,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bidirectional: bool = False,
+        dropout: float = 0.0,
+    ):
+        super().__init__()
+        self.cell_type = cell_type
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.num_directions = 2 if bidirectional else 1
+        self.rnn = _build_rnn(
+            cell_type,
+            input_size=input_size,
+            hidden_size=hidden_size,
+            num_layers=num_layers,
+            bidirectional=bidirectional,
+            dropout=dropout if num_layers > 1 else 0.0,
+            batch_first=True,
+        )
+
+    @property
+    def output_size(self) -> int:
+        return self.hidden_size * self.num_directions
+
+    @property
+    def num_state_tensors(self) -> int:
+        return 2 if self.cell_type == "lstm" else 1
+
+    def initial_state(self, batch_size: int, reference: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Zero state: each tensor ``(batch, num_layers * num_directions, hidden_size)``."""
+        shape = (batch_size, self.num_layers * self.num_directions, self.hidden_size)
+        zeros = reference.new_zeros(shape)
+        return tuple(zeros for _ in range(self.num_state_tensors))
+
+    def forward(
+        self,
+        inputs: torch.Tensor,
+        state: tuple[torch.Tensor, ...] | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """Run the stack.
+
+        Args:
+            inputs: ``(batch, time, input_size)``.
+            state: batch-first state from a previous call, or None for zeros.
+            mask: ``(batch, time)`` bool, True at real tokens; None when nothing is padded.
+                Padded steps leave the state untouched and get zero outputs.
+
+        Returns:
+            outputs ``(batch, time, num_directions * hidden_size)`` and the final state, each
+            tensor ``(batch, num_layers * num_directions, hidden_size)``.
+        """
+        if state is None:
+            state = self.initial_state(inputs.shape[0], inputs)
+        # torch keeps the layer axis first: (L * D, batch, hidden)
+        torch_state = tuple(s.transpose(0, 1).contiguous() for s in state)
+        rnn_state = torch_state if self.cell_type == "lstm" else torch_state[0]
+        if mask is None:
+            outputs, final = self.rnn(inputs, rnn_state)
+        else:
+            outputs, final = self._forward_masked(inputs, rnn_state, mask)
+        final = final if isinstance(final, tuple) else (final,)
+        return outputs, tuple(s.transpose(0, 1) for s in final)
+
+    def _forward_masked(self, inputs, rnn_state, mask):
+        """Move the real tokens of each row to the front, run packed, and move the outputs back."""
+        batch, time, _ = inputs.shape
+        # stable sort on "is padding" puts real tokens first, in their original order
+        order = torch.argsort((~mask).to(torch.int8), dim=1, stable=True)  # (B, T)
+        compact = inputs.gather(1, order.unsqueeze(-1).expand_as(inputs))
+        lengths = mask.sum(dim=1).clamp(min=1).cpu()
+        packed = pack_padded_sequence(compact, lengths, batch_first=True, enforce_sorted=False)
+        packed_out, final = self.rnn(packed, rnn_state)
+        outputs, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=time)  # (B, T, D*H)
+        restore = torch.argsort(order, dim=1)
+        outputs = outputs.gather(1, restore.unsqueeze(-1).expand(batch, time, outputs.shape[-1]))
+        return outputs, final
+
+    @staticmethod
+    def last_layer_state(h: torch.Tensor, num_directions: int) -> torch.Tensor:
+        """Concatenate the final ``h`` of the top layer over directions: ``(batch, D * hidden)``."""
+        return h[:, -num_directions:, :].reshape(h.shape[0], -1)

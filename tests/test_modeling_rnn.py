@@ -1,0 +1,307 @@
+"""Tests of the RNN / LSTM / GRU family: one check per head, then the shared generation checks."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from model_test_utils import left_pad, random_ids, right_pad, run_without_package
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+)
+
+import hf_seqmodels  # noqa: F401  (registers the Auto classes)
+from hf_seqmodels import (
+    RNNConfig,
+    RNNForCausalLM,
+    RNNForSequenceClassification,
+    RNNForTokenClassification,
+    RNNModel,
+)
+from hf_seqmodels.models.config_utils import ConfigValidationError
+
+CELLS = ["rnn_tanh", "rnn_relu", "lstm", "gru"]
+HEADS = [
+    (RNNModel, "AutoModel"),
+    (RNNForCausalLM, "AutoModelForCausalLM"),
+    (RNNForSequenceClassification, "AutoModelForSequenceClassification"),
+    (RNNForTokenClassification, "AutoModelForTokenClassification"),
+]
+
+
+def tiny_config(**overrides) -> RNNConfig:
+    return RNNConfig.from_preset("tiny", **overrides)
+
+
+def tiny_model(model_class=RNNForCausalLM, seed: int = 0, **overrides):
+    torch.manual_seed(seed)
+    return model_class(tiny_config(**overrides)).eval()
+
+
+# --- heads -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cell_type", CELLS)
+def test_causal_lm_shapes_loss_and_backward(cell_type):
+    model = tiny_model(cell_type=cell_type).train()
+    ids = random_ids(3, 9, model.config.vocab_size)
+    out = model(ids, labels=ids)
+    assert out.logits.shape == (3, 9, model.config.vocab_size)
+    layers = model.config.num_hidden_layers
+    expected_state = [(3, layers, 16)] * (2 if cell_type == "lstm" else 1)
+    assert [tuple(t.shape) for t in out.past_key_values.tensors] == expected_state
+    assert out.past_key_values.get_seq_length() == 9
+    out.loss.backward()
+    grads = [p.grad for p in model.parameters()]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+    manual = torch.nn.functional.cross_entropy(out.logits[:, :-1].reshape(-1, 99), ids[:, 1:].reshape(-1))
+    assert torch.allclose(out.loss, manual, atol=1e-6)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("pooling", ["last", "mean", "max"])
+def test_sequence_classification_shapes_and_losses(bidirectional, pooling):
+    model = tiny_model(RNNForSequenceClassification, bidirectional=bidirectional, pooling=pooling, num_labels=3)
+    ids = random_ids(4, 7, 99)
+    out = model(ids, labels=torch.tensor([0, 1, 2, 1]))
+    assert out.logits.shape == (4, 3)
+    assert out.loss.ndim == 0 and out.loss > 0
+    regression = tiny_model(RNNForSequenceClassification, num_labels=1)
+    assert regression(ids, labels=torch.rand(4)).logits.shape == (4, 1)
+    multi = tiny_model(RNNForSequenceClassification, num_labels=3, problem_type="multi_label_classification")
+    target = torch.tensor([[1.0, 0, 1], [0, 0, 0], [1, 1, 1], [0, 1, 0]])
+    expected = torch.nn.functional.binary_cross_entropy_with_logits(multi(ids).logits, target)
+    assert torch.allclose(multi(ids, labels=target).loss, expected)
+
+
+def test_token_classification_shapes_and_ignore_index():
+    model = tiny_model(RNNForTokenClassification, bidirectional=True, num_labels=5)
+    ids = random_ids(2, 6, 99)
+    labels = torch.tensor([[0, 1, 2, 3, 4, -100], [4, 3, -100, -100, -100, -100]])
+    out = model(ids, labels=labels)
+    assert out.logits.shape == (2, 6, 5)
+    keep = labels != -100
+    expected = torch.nn.functional.cross_entropy(out.logits[keep], labels[keep])
+    assert torch.allclose(out.loss, expected, atol=1e-6)
+
+
+def test_base_model_outputs():
+    model = tiny_model(RNNModel, bidirectional=True)
+    out = model(random_ids(2, 5, 99), output_hidden_states=True)
+    assert out.last_hidden_state.shape == (2, 5, 32)
+    assert out.final_state.shape == (2, 32)
+    assert out.hidden_states[0].shape == (2, 5, 12)
+
+
+# --- padding ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cell_type", CELLS)
+@pytest.mark.parametrize("pooling", ["last", "mean", "max"])
+def test_padding_never_changes_a_classification(cell_type, pooling):
+    model = tiny_model(RNNForSequenceClassification, cell_type=cell_type, bidirectional=True, pooling=pooling)
+    rows = [random_ids(1, n, 99, seed=n)[0] for n in (3, 7, 5)]
+    alone = torch.cat([model(r[None]).logits for r in rows])
+    for pad in (left_pad, right_pad):
+        ids, mask = pad(rows)
+        assert torch.allclose(model(ids, attention_mask=mask).logits, alone, atol=1e-5)
+
+
+def test_padding_never_changes_token_tags():
+    model = tiny_model(RNNForTokenClassification, bidirectional=True, num_labels=4)
+    rows = [random_ids(1, n, 99, seed=n)[0] for n in (4, 6)]
+    ids, mask = right_pad(rows)
+    batched = model(ids, attention_mask=mask).logits
+    for i, r in enumerate(rows):
+        assert torch.allclose(batched[i, : len(r)], model(r[None]).logits[0], atol=1e-5)
+
+
+# --- state, cache and generation ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cell_type", CELLS)
+def test_state_carried_across_calls_equals_one_pass(cell_type):
+    """Truncated BPTT relies on this: two calls with the state passed on equal one call."""
+    model = tiny_model(cell_type=cell_type)
+    ids = random_ids(2, 12, 99)
+    full = model(ids).logits
+    first = model(ids[:, :5])
+    second = model(ids[:, 5:], past_key_values=first.past_key_values.detach())
+    assert torch.allclose(torch.cat([first.logits, second.logits], 1), full, atol=1e-5)
+    assert second.past_key_values.get_seq_length() == 12
+
+
+@pytest.mark.parametrize("cell_type", CELLS)
+def test_cache_matches_recomputation(cell_type):
+    model = tiny_model(cell_type=cell_type)
+    ids = random_ids(2, 4, 99)
+    kw = dict(max_new_tokens=10, min_new_tokens=10)
+    for extra in (dict(do_sample=False), dict(num_beams=3, num_return_sequences=2, length_penalty=0.7)):
+        assert torch.equal(model.generate(ids, **kw, **extra), model.generate(ids, **kw, **extra, use_cache=False))
+    torch.manual_seed(7)
+    sampled = model.generate(ids, do_sample=True, top_k=20, **kw)
+    torch.manual_seed(7)
+    assert torch.equal(sampled, model.generate(ids, do_sample=True, top_k=20, use_cache=False, **kw))
+
+
+def test_cached_step_logits_equal_full_forward():
+    model = tiny_model()
+    ids = random_ids(2, 8, 99)
+    out = model.generate(ids, max_new_tokens=5, min_new_tokens=5, do_sample=False,
+                         output_logits=True, return_dict_in_generate=True)
+    for step, scores in enumerate(out.logits):
+        prefix = out.sequences[:, : 8 + step]
+        assert torch.allclose(scores, model(prefix).logits[:, -1], atol=1e-5)
+
+
+@pytest.mark.parametrize("cell_type", ["lstm", "gru"])
+@pytest.mark.parametrize("mode", ["greedy", "beam"])
+def test_left_padded_batch_generates_what_each_prompt_generates_alone(cell_type, mode):
+    model = tiny_model(cell_type=cell_type)
+    rows = [random_ids(1, n, 99, seed=10 + n)[0] for n in (2, 6, 4)]
+    ids, mask = left_pad(rows)
+    kw = dict(max_new_tokens=6, min_new_tokens=6, do_sample=False, pad_token_id=0)
+    if mode == "beam":
+        kw.update(num_beams=3)
+    batched = model.generate(ids, attention_mask=mask, **kw)
+    for i, r in enumerate(rows):
+        alone = model.generate(r[None], **kw)
+        assert torch.equal(batched[i, -6:], alone[0, -6:])
+
+
+def test_generation_continues_from_a_state_passed_back_in():
+    model = tiny_model()
+    prompt = random_ids(1, 5, 99)
+    first = model.generate(prompt, max_new_tokens=4, min_new_tokens=4, do_sample=False, return_dict_in_generate=True)
+    state = first.past_key_values
+    more = torch.tensor([[7, 8, 9]])
+    full = torch.cat([first.sequences[:, : state.get_seq_length()], more], dim=1)
+    kw = dict(max_new_tokens=6, min_new_tokens=6, do_sample=False)
+    continued = model.generate(full, past_key_values=state, **kw)
+    assert torch.equal(continued, model.generate(full, **kw))
+
+
+def test_beam_search_with_one_beam_equals_greedy():
+    model = tiny_model()
+    ids = random_ids(2, 3, 99)
+    kw = dict(max_new_tokens=8, min_new_tokens=8)
+    assert torch.equal(model.generate(ids, num_beams=1, do_sample=False, **kw), model.generate(ids, do_sample=False, **kw))
+
+
+def test_beam_search_equals_exhaustive_search():
+    """With as many beams as partial hypotheses, beam search must find the most probable continuation."""
+    vocab, steps = 5, 3
+    model = tiny_model(vocab_size=vocab, eos_token_id=None, bos_token_id=None, pad_token_id=0, seed=3)
+    prompt = torch.tensor([[1, 4]])
+    with torch.no_grad():
+        best, best_score = None, -float("inf")
+        for cont in itertools.product(range(vocab), repeat=steps):
+            seq = torch.cat([prompt, torch.tensor([cont])], dim=1)
+            logp = model(seq).logits.log_softmax(-1)[0, 1:-1]
+            score = logp.gather(-1, seq[0, 2:, None]).sum().item()
+            if score > best_score:
+                best, best_score = cont, score
+    found = model.generate(prompt, num_beams=vocab ** (steps - 1), max_new_tokens=steps, min_new_tokens=steps,
+                           do_sample=False, length_penalty=0.0, early_stopping=True)
+    assert tuple(found[0, 2:].tolist()) == best
+
+
+# --- configuration, tying, errors ----------------------------------------------------------------
+
+
+def test_tied_embeddings_with_and_without_projection():
+    same = tiny_model(tie_word_embeddings=True, embedding_size=16)
+    assert same.lm_head.weight is same.model.embed_tokens.weight and same.output_projection is None
+    projected = tiny_model(tie_word_embeddings=True)  # embedding 12, hidden 16
+    assert projected.lm_head.weight is projected.model.embed_tokens.weight
+    assert projected.output_projection.weight.shape == (12, 16)
+    assert projected(random_ids(1, 4, 99)).logits.shape == (1, 4, 99)
+
+
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        (dict(cell_type="transformer"), "cell_type"),
+        (dict(hidden_size=0), "hidden_size"),
+        (dict(hidden_dropout_prob=1.5), "hidden_dropout_prob"),
+        (dict(pooling="first"), "pooling"),
+        (dict(pad_token_id=20000), "pad_token_id"),
+    ],
+)
+def test_bad_config_names_field_and_value(overrides, field):
+    with pytest.raises(Exception, match=rf"`{field}`={overrides[field]!r}"):
+        RNNConfig(**overrides)
+
+
+def test_unknown_preset_lists_the_presets():
+    with pytest.raises(ConfigValidationError, match="zaremba-medium"):
+        RNNConfig.from_preset("zaremba-huge")
+    assert RNNConfig.from_preset("zaremba-medium", vocab_size=50).hidden_size == 650
+
+
+def test_bidirectional_language_model_is_refused():
+    with pytest.raises(ValueError, match="bidirectional"):
+        RNNForCausalLM(tiny_config(bidirectional=True))
+
+
+def test_out_of_range_token_ids_raise_a_clear_error():
+    model = tiny_model()
+    with pytest.raises(ValueError, match=r"token id 99, outside the vocabulary \[0, 99\)"):
+        model(torch.tensor([[5, 99]]))
+    with pytest.raises(ValueError, match="token id -1"):
+        model(torch.tensor([[-1, 5]]))
+
+
+# --- saving and loading ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model_class, auto_name", HEADS)
+def test_save_and_auto_load(tmp_path, model_class, auto_name):
+    import transformers
+
+    model = tiny_model(model_class, bidirectional=model_class is not RNNForCausalLM)
+    model.save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").exists()
+    assert AutoConfig.from_pretrained(tmp_path).model_type == "hfsm_rnn"
+    loaded = getattr(transformers, auto_name).from_pretrained(tmp_path).eval()
+    assert type(loaded) is model_class
+    ids = random_ids(2, 5, 99)
+    first = model(ids)
+    key = "last_hidden_state" if model_class is RNNModel else "logits"
+    assert torch.equal(first[key], loaded(ids)[key])
+
+
+@pytest.mark.slow
+def test_remote_code_loads_every_head_without_the_package(tmp_path):
+    """A folder saved from one head loads as every head in a Python without hf_seqmodels."""
+    torch.manual_seed(0)
+    causal = RNNForCausalLM(tiny_config(cell_type="gru")).eval()
+    causal.save_pretrained(tmp_path / "lm")
+    ids = random_ids(1, 6, 99)
+    report = run_without_package(tmp_path / "lm", "AutoModelForCausalLM", ids, tmp_path / "lm.safetensors")
+    assert report["class"] == "RNNForCausalLM" and report["module"].startswith("transformers_modules")
+    assert torch.allclose(report["logits"], causal(ids).logits, atol=1e-6)
+    for auto_class, model_class in [
+        ("AutoModelForSequenceClassification", RNNForSequenceClassification),
+        ("AutoModelForTokenClassification", RNNForTokenClassification),
+    ]:
+        torch.manual_seed(1)
+        model = model_class(tiny_config(bidirectional=True, num_labels=3)).eval()
+        folder = tmp_path / auto_class
+        model.save_pretrained(folder)
+        report = run_without_package(folder, auto_class, ids, tmp_path / f"{auto_class}.safetensors")
+        assert report["class"] == model_class.__name__
+        assert torch.allclose(report["logits"], model(ids).logits, atol=1e-6)
+
+
+def test_auto_model_registration():
+    config = AutoConfig.for_model("hfsm_rnn", hidden_size=8, vocab_size=20, embedding_size=8)
+    assert isinstance(AutoModelForCausalLM.from_config(config), RNNForCausalLM)
+    assert isinstance(AutoModel.from_config(config), RNNModel)
+    assert isinstance(AutoModelForSequenceClassification.from_config(config), RNNForSequenceClassification)
+    assert isinstance(AutoModelForTokenClassification.from_config(config), RNNForTokenClassification)

@@ -8,7 +8,7 @@ from torch import nn
 
 from hf_seqmodels.models.recurrent_stack import CELL_TYPES, RecurrentStack
 
-B, T, I, H = 2, 5, 3, 4
+B, T, IN, H = 2, 5, 3, 4  # batch, time, input size, hidden size
 
 
 def _gates(rnn: nn.RNNBase, layer: int, x_t, h, n: int):
@@ -66,8 +66,8 @@ def by_hand(stack: RecurrentStack, x: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("num_layers", [1, 2])
 def test_stack_equals_the_gate_equations(cell_type, num_layers):
     torch.manual_seed(0)
-    stack = RecurrentStack(cell_type, I, H, num_layers=num_layers).eval()
-    x = torch.randn(B, T, I)
+    stack = RecurrentStack(cell_type, IN, H, num_layers=num_layers).eval()
+    x = torch.randn(B, T, IN)
     outputs, final = stack(x)
     with torch.no_grad():
         expected = by_hand(stack, x)
@@ -78,12 +78,12 @@ def test_stack_equals_the_gate_equations(cell_type, num_layers):
 @pytest.mark.parametrize("cell_type", CELL_TYPES)
 def test_bidirectional_stack_equals_torch_reference_with_copied_weights(cell_type):
     torch.manual_seed(0)
-    stack = RecurrentStack(cell_type, I, H, num_layers=2, bidirectional=True).eval()
+    stack = RecurrentStack(cell_type, IN, H, num_layers=2, bidirectional=True).eval()
     cls = {"lstm": nn.LSTM, "gru": nn.GRU}.get(cell_type, nn.RNN)
     extra = {} if cls is not nn.RNN else {"nonlinearity": cell_type[4:]}
-    reference = cls(I, H, num_layers=2, bidirectional=True, **extra).eval()  # time-major reference
+    reference = cls(IN, H, num_layers=2, bidirectional=True, **extra).eval()  # time-major reference
     reference.load_state_dict(stack.rnn.state_dict())
-    x = torch.randn(B, T, I)
+    x = torch.randn(B, T, IN)
     outputs, final = stack(x)
     ref_out, ref_state = reference(x.transpose(0, 1))
     ref_h = ref_state[0] if cell_type == "lstm" else ref_state
@@ -93,13 +93,13 @@ def test_bidirectional_stack_equals_torch_reference_with_copied_weights(cell_typ
 
 def test_masked_steps_leave_the_state_untouched():
     torch.manual_seed(0)
-    stack = RecurrentStack("lstm", I, H, num_layers=2, bidirectional=True).eval()
-    x = torch.randn(1, T, I)
-    padded = torch.cat([torch.randn(1, 3, I), x], dim=1)  # three junk steps on the left
+    stack = RecurrentStack("lstm", IN, H, num_layers=2, bidirectional=True).eval()
+    x = torch.randn(1, T, IN)
+    padded = torch.cat([torch.randn(1, 3, IN), x], dim=1)  # three junk steps on the left
     mask = torch.tensor([[False] * 3 + [True] * T])
     out_alone, state_alone = stack(x)
     out_padded, state_padded = stack(padded, mask=mask)
     assert torch.allclose(out_padded[:, 3:], out_alone, atol=1e-6)
     assert torch.equal(out_padded[:, :3], torch.zeros(1, 3, 2 * H))
-    for a, b in zip(state_alone, state_padded):
+    for a, b in zip(state_alone, state_padded, strict=True):
         assert torch.allclose(a, b, atol=1e-6)

@@ -1,0 +1,20 @@
+"""Tokenizers for the classic sequence models: text cleaning and word/char/BPE/WordPiece/Unigram training.
+
+>>> from hf_seqmodels.tokenization import CleaningConfig, train_tokenizer
+>>> tok = train_tokenizer(["corpus.txt"], kind="char", cleaning=CleaningConfig())  # doctest: +SKIP
+>>> tok.save_pretrained("my-tokenizer")  # doctest: +SKIP
+"""
+
+from .cleaning import UNICODE_NORMALIZATION_FORMS, CleaningConfig, build_normalizer, clean_text
+from .training import BERT_SPECIAL_TOKENS, SPECIAL_TOKENS, TOKENIZER_KINDS, train_tokenizer
+
+__all__ = [
+    "BERT_SPECIAL_TOKENS",
+    "SPECIAL_TOKENS",
+    "TOKENIZER_KINDS",
+    "UNICODE_NORMALIZATION_FORMS",
+    "CleaningConfig",
+    "build_normalizer",
+    "clean_text",
+    "train_tokenizer",
+]

@@ -1,0 +1,263 @@
+"""Language-model data: text loading, tokenisation into one token stream, and TBPTT windows.
+
+The classic PTB setup (Zaremba et al. 2014; pytorch/examples ``word_language_model``):
+
+1. all training text is tokenised into **one stream** of ids (no ``<bos>`` between the chunks of a
+   file: ``add_special_tokens=False``);
+2. the stream is cut into ``B`` contiguous rows, ``streams`` of shape ``(B, N)`` (the last
+   ``len % B`` tokens are dropped): row ``b`` is the ``b``-th ``1/B`` of the text;
+3. an epoch reads the rows left to right in windows of ``bptt`` tokens: inputs
+   ``streams[:, i:i+bptt]`` and targets ``streams[:, i+1:i+1+bptt]``; the model's state is carried
+   from one window to the next (and detached), so the ``B`` rows are read as ``B`` unbroken texts.
+
+The same streams train the RNNs and the NNLM. For the NNLM the carried state is the last ``n - 1``
+ids, so every target is predicted from its full ``n - 1``-token context (only the first token of
+each row sees the pad id instead): an epoch is exactly the set of all ``(n - 1)``-token windows of
+the text, each once, in a fixed order — the same as "fixed windows" training without shuffling.
+:class:`ShuffledContextWindows` draws the same windows in a random order instead (NNLM only).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+
+@dataclass
+class TextSplits:
+    """Training and validation text, each a list of documents read in order as one stream."""
+
+    train: list[str]
+    validation: list[str]
+
+
+def _invalid(field: str, value, allowed: str) -> ValueError:
+    return ValueError(f"Invalid `{field}`={value!r}: expected {allowed}.")
+
+
+def read_text_file(path: str | Path) -> str:
+    """The whole file as one string (UTF-8); the file is one document."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"Text file {str(path)!r} does not exist.")
+    return path.read_text(encoding="utf-8")
+
+
+def split_for_validation(texts: list[str], percentage: float) -> tuple[list[str], list[str]]:
+    """Cut the concatenated ``texts`` by characters: the first ``100 - percentage`` % train, the rest validate.
+
+    With one document this is "the first 90 % of the characters train, the last 10 % validate",
+    exactly reproducible from the file. The cut point is ``floor(total * (100 - percentage) / 100)``.
+    """
+    if not 0.0 < percentage < 100.0:
+        raise _invalid("validation_split_percentage", percentage, "a number strictly between 0 and 100")
+    total = sum(len(t) for t in texts)
+    cut = math.floor(total * (100.0 - percentage) / 100.0)
+    train, validation, seen = [], [], 0
+    for text in texts:
+        if seen + len(text) <= cut:
+            train.append(text)
+        elif seen >= cut:
+            validation.append(text)
+        else:
+            train.append(text[: cut - seen])
+            validation.append(text[cut - seen :])
+        seen += len(text)
+    return train, validation
+
+
+def load_text_splits(
+    train_file: str | None = None,
+    validation_file: str | None = None,
+    dataset_name: str | None = None,
+    dataset_config_name: str | None = None,
+    text_column: str = "text",
+    validation_split_percentage: float = 10.0,
+) -> TextSplits:
+    """Training/validation text from plain ``.txt`` files or a ``datasets`` hub dataset.
+
+    Without validation text, the last ``validation_split_percentage`` % of the training text
+    (by characters, see :func:`split_for_validation`) becomes the validation text.
+    """
+    if (train_file is None) == (dataset_name is None):
+        raise ValueError("Give exactly one of `train_file` (a .txt file) or `dataset_name` (a datasets name).")
+    if train_file is not None:
+        train = [read_text_file(train_file)]
+        validation = [read_text_file(validation_file)] if validation_file else None
+    else:
+        train, validation = _load_hub_texts(dataset_name, dataset_config_name, text_column)
+    if validation is None:
+        train, validation = split_for_validation(train, validation_split_percentage)
+    if not any(train) or not any(validation):
+        raise ValueError("The training or the validation text is empty.")
+    return TextSplits(train=train, validation=validation)
+
+
+def _load_hub_texts(name: str, config_name: str | None, text_column: str) -> tuple[list[str], list[str] | None]:
+    """``(train texts, validation texts or None)`` of a ``datasets`` dataset (examples in order)."""
+    import datasets
+
+    dataset = datasets.load_dataset(name, config_name)
+    if "train" not in dataset:
+        raise _invalid("dataset_name", name, f"a dataset with a 'train' split (found {list(dataset)})")
+    columns = dataset["train"].column_names
+    if text_column not in columns:
+        raise _invalid("text_column", text_column, f"one of the dataset's columns {columns}")
+    validation_split = next((s for s in ("validation", "valid", "dev") if s in dataset), None)
+    validation = list(dataset[validation_split][text_column]) if validation_split else None
+    return list(dataset["train"][text_column]), validation
+
+
+def _line_chunks(texts: list[str], lines_per_chunk: int) -> list[str]:
+    """The texts cut at line ends into chunks of ``lines_per_chunk`` lines (``"".join`` restores them)."""
+    chunks = []
+    for text in texts:
+        lines = text.splitlines(keepends=True)
+        chunks.extend("".join(lines[i : i + lines_per_chunk]) for i in range(0, len(lines), lines_per_chunk))
+    return chunks
+
+
+def tokenize_texts(texts: list[str], tokenizer, num_proc: int | None = None, lines_per_chunk: int = 256) -> torch.Tensor:
+    """Tokenise ``texts`` into one stream of ids, ``(L,)`` int64, without special tokens.
+
+    The text is cut at line ends into chunks that ``datasets.Dataset.map(batched=True)`` tokenises
+    (in parallel with ``num_proc``); the chunks' ids are concatenated in order.
+    """
+    from datasets import Dataset
+
+    chunks = _line_chunks(texts, lines_per_chunk)
+    if not chunks:
+        return torch.zeros(0, dtype=torch.long)
+
+    def encode(batch):
+        return {"input_ids": tokenizer(batch["text"], add_special_tokens=False)["input_ids"]}
+
+    dataset = Dataset.from_dict({"text": chunks})
+    encoded = dataset.map(encode, batched=True, remove_columns=["text"], num_proc=num_proc, desc="Tokenising")
+    return torch.tensor(list(itertools.chain.from_iterable(encoded["input_ids"])), dtype=torch.long)
+
+
+def batchify(ids: torch.Tensor, batch_size: int) -> torch.Tensor:
+    """Cut the stream ``ids`` ``(L,)`` into ``batch_size`` contiguous rows ``(B, L // B)``."""
+    if batch_size < 1:
+        raise _invalid("batch_size", batch_size, "an integer >= 1")
+    length = ids.numel() // batch_size
+    if length < 2:
+        raise ValueError(
+            f"A stream of {ids.numel()} tokens is too short for {batch_size} rows of at least 2 tokens; "
+            "use a smaller batch size or more text."
+        )
+    return ids[: length * batch_size].view(batch_size, length)  # (B, N)
+
+
+def shard_rows(rows: torch.Tensor, process_index: int, num_processes: int) -> torch.Tensor:
+    """Process ``process_index``'s contiguous block of rows; the first ``len % num_processes`` blocks get one more."""
+    return torch.tensor_split(rows, num_processes, dim=0)[process_index]
+
+
+@dataclass(frozen=True)
+class Window:
+    """One training or evaluation batch.
+
+    Args:
+        input_ids: ``(B, T)``.
+        labels: ``(B, T)`` targets aligned with ``input_ids`` (``labels[:, t]`` follows ``input_ids[:, t]``).
+        context: ``(B, n - 1)`` ids just before ``input_ids`` (NNLM shuffled windows), or None when
+            the trainer carries the model's state from the previous window.
+    """
+
+    input_ids: torch.Tensor
+    labels: torch.Tensor
+    context: torch.Tensor | None = None
+
+
+class StreamWindows:
+    """TBPTT windows over ``streams`` ``(B, N)``: window ``i`` covers columns ``[i*bptt, (i+1)*bptt]``.
+
+    There are ``ceil((N - 1) / bptt)`` windows; the last one may be shorter. The order is fixed, so
+    ``epoch`` is ignored and the model's state is carried across windows (``carries_state``).
+    """
+
+    carries_state = True
+
+    def __init__(self, streams: torch.Tensor, bptt: int):
+        if bptt < 1:
+            raise _invalid("bptt", bptt, "an integer >= 1")
+        self.streams = streams
+        self.bptt = bptt
+
+    def __len__(self) -> int:
+        return math.ceil((self.streams.shape[1] - 1) / self.bptt)
+
+    def window(self, index: int, epoch: int = 0) -> Window:
+        start = index * self.bptt
+        length = min(self.bptt, self.streams.shape[1] - 1 - start)
+        return Window(
+            input_ids=self.streams[:, start : start + length].contiguous(),  # (B, T)
+            labels=self.streams[:, start + 1 : start + 1 + length].contiguous(),  # (B, T)
+        )
+
+
+class ShuffledContextWindows:
+    """Fixed windows in a random order for the NNLM: ``n - 1`` context ids + a block of ``block_size`` tokens.
+
+    The stream is cut into ``(L - 1) // block_size`` blocks; block ``k`` has inputs
+    ``ids[s:s+T]``, targets ``ids[s+1:s+1+T]`` (``s = k * T``) and context ``ids[s-n+1:s]`` (the
+    fill id before the stream starts). Every epoch draws a new permutation of the blocks
+    (``torch.Generator`` seeded with ``seed + epoch``, so a resumed run sees the same order) and
+    batches ``global_batch_size`` blocks per window (an incomplete last batch is dropped); each
+    process takes its contiguous block of rows of every batch. Only a model whose whole state is
+    its context (the NNLM) can be trained this way.
+    """
+
+    carries_state = False
+
+    def __init__(self, ids: torch.Tensor, *, context_size: int, block_size: int, global_batch_size: int,
+                 process_index: int = 0, num_processes: int = 1, seed: int = 0, fill_id: int = 0):
+        if block_size < 1:
+            raise _invalid("bptt", block_size, "an integer >= 1")
+        self.ids = ids
+        self.padded = torch.cat([torch.full((context_size,), fill_id, dtype=ids.dtype), ids])
+        self.context_size, self.block_size = context_size, block_size
+        self.global_batch_size, self.seed = global_batch_size, seed
+        self.process_index, self.num_processes = process_index, num_processes
+        self.num_blocks = (ids.numel() - 1) // block_size
+        if len(self) < 1:
+            raise ValueError(f"{self.num_blocks} blocks of {block_size} tokens do not fill one batch of "
+                             f"{global_batch_size}; use a smaller batch size or bptt.")
+        self._order: tuple[int, torch.Tensor] | None = None
+
+    def __len__(self) -> int:
+        return self.num_blocks // self.global_batch_size
+
+    def _permutation(self, epoch: int) -> torch.Tensor:
+        if self._order is None or self._order[0] != epoch:
+            generator = torch.Generator().manual_seed(self.seed + epoch)
+            self._order = (epoch, torch.randperm(self.num_blocks, generator=generator))
+        return self._order[1]
+
+    def window(self, index: int, epoch: int = 0) -> Window:
+        blocks = self._permutation(epoch)[index * self.global_batch_size : (index + 1) * self.global_batch_size]
+        starts = shard_rows(blocks, self.process_index, self.num_processes) * self.block_size  # (B,)
+        offsets = torch.arange(self.block_size)
+        positions = starts[:, None] + offsets  # (B, T)
+        context = self.padded[starts[:, None] + torch.arange(self.context_size)]  # (B, n-1)
+        return Window(input_ids=self.ids[positions], labels=self.ids[positions + 1], context=context)
+
+
+__all__ = [
+    "ShuffledContextWindows",
+    "StreamWindows",
+    "TextSplits",
+    "Window",
+    "batchify",
+    "load_text_splits",
+    "read_text_file",
+    "shard_rows",
+    "split_for_validation",
+    "tokenize_texts",
+]

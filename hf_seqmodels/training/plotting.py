@@ -1,0 +1,50 @@
+"""The loss curves of a training run: ``training_history.json`` and ``loss_curve.png``.
+
+The history is a list of records, each with ``step`` and ``epoch`` and either ``train_loss`` (and
+``learning_rate``) or ``eval_loss`` / ``eval_perplexity``; losses are in nats per token.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+HISTORY_FILE = "training_history.json"
+PLOT_FILE = "loss_curve.png"
+
+
+def write_history(history: list[dict[str, Any]], output_dir: str | Path) -> Path:
+    """Write the history as JSON into ``output_dir``; returns the file's path."""
+    path = Path(output_dir) / HISTORY_FILE
+    path.write_text(json.dumps(history, indent=2), encoding="utf-8")
+    return path
+
+
+def plot_loss_curves(history: list[dict[str, Any]], output_dir: str | Path, title: str | None = None) -> Path:
+    """Training and validation loss against the update step, as a PNG in ``output_dir``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    train = [(r["step"], r["train_loss"]) for r in history if "train_loss" in r]
+    evals = [(r["step"], r["eval_loss"]) for r in history if "eval_loss" in r]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if train:
+        ax.plot(*zip(*train, strict=True), label="training loss", linewidth=1)
+    if evals:
+        ax.plot(*zip(*evals, strict=True), label="validation loss", marker="o")
+    ax.set_xlabel("update step")
+    ax.set_ylabel("cross-entropy (nats / token)")
+    ax.set_title(title or "Language-model training")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    path = Path(output_dir) / PLOT_FILE
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+__all__ = ["HISTORY_FILE", "PLOT_FILE", "plot_loss_curves", "write_history"]

@@ -1,0 +1,354 @@
+"""Tests of the causal-LM training engine (``hf_seqmodels.training``) and ``training/train_lm.py``."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+import safetensors.torch
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+
+from hf_seqmodels import NNLMConfig, NNLMForCausalLM, RNNConfig, RNNForCausalLM
+from hf_seqmodels.training import LMTrainingArguments, checkpointing, evaluate_causal_lm, train_causal_lm
+from hf_seqmodels.training.data import (
+    ShuffledContextWindows,
+    StreamWindows,
+    batchify,
+    shard_rows,
+    split_for_validation,
+    tokenize_texts,
+)
+from hf_seqmodels.training.lm_cli import build_parser, main, parse_config_overrides
+from hf_seqmodels.training.schedules import lr_factor
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = "the cat sat on the mat. the dog sat on the log.\n" * 40
+SPECIALS = ["<pad>", "<unk>", "<bos>", "<eos>"]
+
+
+def char_tokenizer(text: str) -> PreTrainedTokenizerFast:
+    """A character tokenizer (pad=0, unk=1, bos=2, eos=3, post-processor adds <bos>), no training library."""
+    vocab = {tok: i for i, tok in enumerate(SPECIALS + sorted(set(text)))}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    backend.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 2)])
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", unk_token="<unk>",
+                                   bos_token="<bos>", eos_token="<eos>")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """Tiny models on a shared 2-core machine: 1 thread avoids OpenMP oversubscription (100x faster)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return char_tokenizer(CORPUS)
+
+
+@pytest.fixture(scope="module")
+def corpus_ids(tokenizer):
+    ids = tokenize_texts([CORPUS], tokenizer)
+    return ids[:1600], ids[1600:]
+
+
+def tiny_lstm(vocab_size: int, dropout: float = 0.0, seed: int = 0) -> RNNForCausalLM:
+    torch.manual_seed(seed)
+    config = RNNConfig.from_preset("tiny", vocab_size=vocab_size, cell_type="lstm", hidden_size=24,
+                                   embedding_size=16, num_hidden_layers=2, hidden_dropout_prob=dropout)
+    return RNNForCausalLM(config)
+
+
+def tiny_nnlm(vocab_size: int, dropout: float = 0.0, seed: int = 0) -> NNLMForCausalLM:
+    torch.manual_seed(seed)
+    config = NNLMConfig.from_preset("tiny", vocab_size=vocab_size, context_size=4, embedding_size=12,
+                                    hidden_size=32, hidden_dropout_prob=dropout)
+    return NNLMForCausalLM(config)
+
+
+def engine_args(output_dir: Path, **overrides) -> LMTrainingArguments:
+    defaults = dict(output_dir=str(output_dir), num_train_epochs=2, per_device_train_batch_size=4, bptt=16,
+                    learning_rate=0.02, optimizer="adamw", eval_batch_size=2, logging_steps=5, plot=False,
+                    disable_tqdm=True, save_total_limit=None)
+    return LMTrainingArguments(**{**defaults, **overrides})
+
+
+def weights(model_or_dir) -> dict[str, torch.Tensor]:
+    if isinstance(model_or_dir, (str, Path)):
+        return safetensors.torch.load_file(str(Path(model_or_dir) / "model.safetensors"))
+    return {k: v.detach().clone() for k, v in model_or_dir.state_dict().items()}
+
+
+# --------------------------------------------------------------------------- data
+
+
+def test_batchify_and_windows_follow_the_ptb_layout():
+    streams = batchify(torch.arange(23), 2)  # 23 tokens -> 2 rows of 11, the last token dropped
+    assert streams.tolist() == [list(range(0, 11)), list(range(11, 22))]
+    windows = StreamWindows(streams, bptt=4)
+    assert len(windows) == 3  # ceil((11 - 1) / 4)
+    first, last = windows.window(0), windows.window(2)
+    assert first.input_ids.tolist() == [[0, 1, 2, 3], [11, 12, 13, 14]]
+    assert first.labels.tolist() == [[1, 2, 3, 4], [12, 13, 14, 15]]
+    assert first.context is None and windows.carries_state
+    assert last.input_ids.shape == (2, 2) and last.labels.tolist() == [[9, 10], [20, 21]]
+    inputs = torch.cat([windows.window(i).input_ids for i in range(len(windows))], dim=1)
+    labels = torch.cat([windows.window(i).labels for i in range(len(windows))], dim=1)
+    assert torch.equal(inputs, streams[:, :-1]) and torch.equal(labels, streams[:, 1:])
+
+
+def test_shard_rows_gives_each_process_a_contiguous_block():
+    rows = batchify(torch.arange(40), 4)  # (4, 10)
+    shards = [shard_rows(rows, rank, 2) for rank in range(2)]
+    assert [s.shape for s in shards] == [(2, 10), (2, 10)]
+    assert torch.equal(shards[0], rows[:2]) and torch.equal(shards[1], rows[2:])
+    assert [shard_rows(rows[:3], r, 2).shape[0] for r in range(2)] == [2, 1]  # uneven (evaluation only)
+
+
+def test_validation_split_is_by_characters_and_reproducible():
+    text = "".join(chr(ord("a") + i % 26) for i in range(1003))
+    train, validation = split_for_validation([text], 10)
+    assert train == [text[:902]] and validation == [text[902:]]  # floor(1003 * 0.9) = 902
+    train, validation = split_for_validation(["abcdef", "ghij"], 30)  # cut at 7 of 10 characters
+    assert train == ["abcdef", "g"] and validation == ["hij"]
+    with pytest.raises(ValueError, match="validation_split_percentage"):
+        split_for_validation([text], 100)
+
+
+def test_tokenize_texts_is_one_stream_without_bos(tokenizer):
+    text = "".join(f"line {i}: the cat\n" for i in range(30))
+    ids = tokenize_texts([text], tokenizer, lines_per_chunk=7)  # 5 chunks tokenised by Dataset.map
+    assert ids.dtype == torch.long and ids.dim() == 1
+    assert ids.tolist() == tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert tokenizer.bos_token_id not in ids.tolist() and len(ids) == len(text)
+
+
+def test_shuffled_nnlm_windows_carry_their_context():
+    ids = torch.arange(100, 141)  # 41 tokens -> 40 targets -> 8 blocks of 5
+    source = ShuffledContextWindows(ids, context_size=3, block_size=5, global_batch_size=4, seed=1, fill_id=0)
+    assert len(source) == 2 and not source.carries_state
+    seen = []
+    for index in range(len(source)):
+        window = source.window(index, epoch=0)
+        assert window.input_ids.shape == (4, 5) and window.context.shape == (4, 3)
+        assert torch.equal(window.labels[:, :-1], window.input_ids[:, 1:])
+        for inputs, context in zip(window.input_ids.tolist(), window.context.tolist(), strict=True):
+            start = inputs[0] - 100
+            expected = [0] * max(0, 3 - start) + list(range(100 + max(0, start - 3), 100 + start))
+            assert context == expected
+        seen += window.input_ids[:, 0].tolist()
+    assert sorted(seen) == list(range(100, 140, 5))  # every block once per epoch
+    order = [source.window(i, epoch=e).input_ids[:, 0].tolist() for e in (0, 1) for i in range(2)]
+    assert order[:2] != order[2:]  # a new order each epoch ...
+    assert source.window(1, epoch=0).input_ids[:, 0].tolist() == order[1]  # ... reproducible
+    halves = [ShuffledContextWindows(ids, context_size=3, block_size=5, global_batch_size=4, seed=1,
+                                     process_index=r, num_processes=2).window(0).input_ids for r in (0, 1)]
+    assert torch.equal(torch.cat(halves), source.window(0).input_ids)
+
+
+# --------------------------------------------------------------------------- schedules
+
+
+def test_zaremba_schedule_decays_after_the_start_epoch():
+    factor = lr_factor("zaremba", total_steps=100, steps_per_epoch=10, decay_start_epoch=4, decay_factor=0.5)
+    assert [factor(s) for s in (0, 39)] == [1.0, 1.0]  # epochs 0..3 constant
+    assert [factor(s) for s in (40, 49, 50, 60)] == [0.5, 0.5, 0.25, 0.125]
+
+
+def test_cosine_schedule_endpoints_and_errors():
+    factor = lr_factor("cosine", total_steps=110, steps_per_epoch=10, warmup_steps=10, min_lr_ratio=0.1)
+    assert factor(0) == 0.0 and factor(5) == pytest.approx(0.5) and factor(10) == pytest.approx(1.0)
+    assert factor(60) == pytest.approx(0.55) and factor(110) == pytest.approx(0.1) and factor(500) == pytest.approx(0.1)
+    assert lr_factor("constant", total_steps=5, steps_per_epoch=5)(3) == 1.0
+    with pytest.raises(ValueError, match=r"`lr_scheduler`='linear'.*'zaremba'"):
+        lr_factor("linear", total_steps=5, steps_per_epoch=5)
+    with pytest.raises(ValueError, match="decay_factor"):
+        lr_factor("zaremba", total_steps=5, steps_per_epoch=5, decay_factor=1.5)
+    with pytest.raises(ValueError, match="optimizer"):
+        LMTrainingArguments(output_dir="x", optimizer="adam")
+
+
+# --------------------------------------------------------------------------- the engine
+
+
+@pytest.mark.parametrize("family", ["lstm", "nnlm"])
+def test_training_lowers_validation_loss(family, tokenizer, corpus_ids, tmp_path):
+    train_ids, eval_ids = corpus_ids
+    model = tiny_lstm(len(tokenizer)) if family == "lstm" else tiny_nnlm(len(tokenizer))
+    before = evaluate_causal_lm(model, eval_ids, batch_size=2, bptt=16)["eval_loss"]
+    results = train_causal_lm(model, tokenizer, train_ids, eval_ids, engine_args(tmp_path, num_train_epochs=3))
+    assert results["steps"] == 3 * math.ceil((1600 // 4 - 1) / 16)
+    assert results["eval_loss"] < before - 1.0 and results["eval_perplexity"] < 5.0
+    assert results["eval_perplexity"] == pytest.approx(math.exp(results["eval_loss"]))
+    history = json.loads((tmp_path / "training_history.json").read_text())
+    evals = [r["eval_loss"] for r in history if "eval_loss" in r]
+    assert len(evals) == 3 and evals[-1] < evals[0]
+    assert {p.name for p in tmp_path.glob("checkpoint-*")} == {"checkpoint-25", "checkpoint-50", "checkpoint-75"}
+
+
+def test_evaluation_is_exact_token_weighted_nll(tokenizer, corpus_ids):
+    _, eval_ids = corpus_ids
+    model = tiny_lstm(len(tokenizer)).eval()
+    stream = eval_ids[:200]
+    with torch.no_grad():
+        logits = model(stream[None, :-1]).logits[0]
+    expected = torch.nn.functional.cross_entropy(logits, stream[1:]).item()
+    result = evaluate_causal_lm(model, stream, batch_size=1, bptt=7)  # 29 windows, state carried
+    assert result["eval_tokens"] == 199 and result["eval_loss"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_checkpoint_is_atomic_and_loads_with_weights_only(tokenizer, corpus_ids, tmp_path, monkeypatch):
+    train_ids, eval_ids = corpus_ids
+    args = engine_args(tmp_path, num_train_epochs=1, max_steps=6, checkpointing_steps=3)
+    real_save = safetensors.torch.save_model
+
+    class SimulatedCrash(Exception):
+        pass
+
+    def crash_at_step_6(model, filename, *a, **kw):
+        if "checkpoint-6" in filename:
+            real_save(model, filename, *a, **kw)
+            raise SimulatedCrash("while writing checkpoint-6")
+        return real_save(model, filename, *a, **kw)
+
+    monkeypatch.setattr(checkpointing.safetensors.torch, "save_model", crash_at_step_6)
+    with pytest.raises(SimulatedCrash):
+        train_causal_lm(tiny_lstm(len(tokenizer)), tokenizer, train_ids, eval_ids, args)
+    assert (tmp_path / "tmp-checkpoint-6" / "model.safetensors").is_file()  # the half-written folder
+    assert not (tmp_path / "checkpoint-6").exists()
+    assert checkpointing.find_latest_checkpoint(tmp_path).name == "checkpoint-3"
+    for name in ("optimizer.pt", "scheduler.pt", "rank-0.pt"):
+        torch.load(tmp_path / "checkpoint-3" / name, weights_only=True)  # no pickled objects
+    rank_state = torch.load(tmp_path / "checkpoint-3" / "rank-0.pt", weights_only=True)
+    assert [t.shape for t in rank_state["recurrent_state"]["tensors"]] == [(4, 2, 24), (4, 2, 24)]  # LSTM (h, c)
+    monkeypatch.setattr(checkpointing.safetensors.torch, "save_model", real_save)
+    resumed = train_causal_lm(tiny_lstm(len(tokenizer)), tokenizer, train_ids, eval_ids,
+                              engine_args(tmp_path, num_train_epochs=1, max_steps=6, resume_from_checkpoint="latest"))
+    assert resumed["steps"] == 6 and (tmp_path / "checkpoint-6").is_dir()
+
+
+def test_save_total_limit_keeps_the_newest(tokenizer, corpus_ids, tmp_path):
+    train_ids, eval_ids = corpus_ids
+    train_causal_lm(tiny_nnlm(len(tokenizer)), tokenizer, train_ids, eval_ids,
+                    engine_args(tmp_path, num_train_epochs=1, max_steps=8, checkpointing_steps=2, save_total_limit=2))
+    assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-6", "checkpoint-8"]
+
+
+@pytest.mark.parametrize("family", ["lstm", "nnlm-shuffled"])
+def test_resume_mid_epoch_equals_uninterrupted_run(family, tokenizer, corpus_ids, tmp_path):
+    """A run stopped after 30 updates (mid epoch 2 of 25 windows) and resumed ends with the same weights."""
+    train_ids, eval_ids = corpus_ids
+    build = tiny_lstm if family == "lstm" else tiny_nnlm
+    common = dict(num_train_epochs=3, lr_scheduler="zaremba", decay_start_epoch=1, decay_factor=0.5,
+                  warmup_steps=4, shuffle_windows=family != "lstm")
+    full_model = build(len(tokenizer), dropout=0.3)
+    full = train_causal_lm(full_model, tokenizer, train_ids, eval_ids, engine_args(tmp_path / "full", **common))
+    train_causal_lm(build(len(tokenizer), dropout=0.3), tokenizer, train_ids, eval_ids,
+                    engine_args(tmp_path / "cut", max_steps=30, **common))
+    resumed_model = build(len(tokenizer), dropout=0.3, seed=123)  # different init: everything comes from the checkpoint
+    resumed = train_causal_lm(resumed_model, tokenizer, train_ids, eval_ids,
+                              engine_args(tmp_path / "cut", resume_from_checkpoint="latest", **common))
+    assert resumed["steps"] == full["steps"]
+    for name, value in weights(full_model).items():
+        assert torch.equal(value, weights(resumed_model)[name]), name
+    assert resumed["eval_loss"] == full["eval_loss"]
+
+
+def test_time_limit_stops_cleanly_and_resume_checks_the_layout(tokenizer, corpus_ids, tmp_path):
+    train_ids, eval_ids = corpus_ids
+    results = train_causal_lm(tiny_nnlm(len(tokenizer)), tokenizer, train_ids, eval_ids,
+                              engine_args(tmp_path, max_train_minutes=1e-9))
+    assert results["steps"] == 1 and math.isfinite(results["eval_loss"])  # stopped after the first update
+    assert (tmp_path / "checkpoint-1").is_dir() and (tmp_path / "model.safetensors").is_file()
+    with pytest.raises(ValueError, match="windows per epoch"):
+        train_causal_lm(tiny_nnlm(len(tokenizer)), tokenizer, train_ids, eval_ids,
+                        engine_args(tmp_path, bptt=8, resume_from_checkpoint="latest"))
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def test_config_overrides_are_typed_and_checked():
+    overrides = parse_config_overrides("hidden_size=32, cell_type=gru,hidden_dropout_prob=0.5,tie_word_embeddings=true,"
+                                       "embedding_size=none", RNNConfig)
+    assert overrides == {"hidden_size": 32, "cell_type": "gru", "hidden_dropout_prob": 0.5,
+                         "tie_word_embeddings": True, "embedding_size": None}
+    with pytest.raises(ValueError, match="'hidden_sise'.*RNNConfig"):
+        parse_config_overrides("hidden_sise=3", RNNConfig)
+    with pytest.raises(ValueError, match="'abc' for `hidden_size`"):
+        parse_config_overrides("hidden_size=abc", RNNConfig)
+    with pytest.raises(ValueError, match="'vocab_size'.*tokenizer"):
+        parse_config_overrides("vocab_size=3", NNLMConfig)
+    with pytest.raises(ValueError, match="'big' for --model_family nnlm.*bengio-2003"):
+        main(["--output_dir", "o", "--model_family", "nnlm", "--preset", "big", "--train_file", "missing.txt"])
+    args = build_parser().parse_args(["--output_dir", "o", "--max_steps", "none", "--no-plot", "--bptt", "7"])
+    assert (args.max_steps, args.plot, args.bptt, args.lr_scheduler) == (None, False, 7, "constant")
+
+
+def test_cli_end_to_end_char_lstm_reloads_and_generates(tmp_path):
+    train_file = tmp_path / "corpus.txt"
+    train_file.write_text(CORPUS, encoding="utf-8")
+    out = tmp_path / "run"
+    results = main(["--train_file", str(train_file), "--tokenizer_kind", "char", "--min_frequency", "1",
+                    "--model_family", "rnn", "--preset", "tiny", "--config_overrides", "cell_type=lstm,hidden_size=16",
+                    "--output_dir", str(out), "--max_steps", "12", "--per_device_train_batch_size", "4",
+                    "--bptt", "16", "--learning_rate", "0.02", "--optimizer", "adamw", "--logging_steps", "4",
+                    "--disable_tqdm"])
+    assert results["steps"] == 12 and math.isfinite(results["eval_loss"])
+    assert (out / "loss_curve.png").stat().st_size > 0 and (out / "checkpoint-12").is_dir()
+    history = json.loads((out / "training_history.json").read_text())
+    assert [r["step"] for r in history if "train_loss" in r] == [4, 8, 12]
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    model = AutoModelForCausalLM.from_pretrained(out)
+    assert type(model).__name__ == "RNNForCausalLM" and model.config.cell_type == "lstm"
+    assert model.config.vocab_size == len(tokenizer) and model.config.pad_token_id == tokenizer.pad_token_id
+    assert model.generation_config.max_new_tokens == 200
+    prompt = tokenizer("the cat", return_tensors="pt")
+    generated = model.generate(**prompt, max_new_tokens=5, do_sample=False)
+    assert generated.shape == (1, prompt["input_ids"].shape[1] + 5)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_cpu_processes_match_one_process(tokenizer, tmp_path):
+    """2 gloo processes with 2 rows each compute the same updates as 1 process with 4 rows."""
+    train_file = tmp_path / "corpus.txt"
+    train_file.write_text(CORPUS, encoding="utf-8")
+    tokenizer.save_pretrained(tmp_path / "tok")
+    common = ["--train_file", str(train_file), "--tokenizer_name_or_path", str(tmp_path / "tok"),
+              "--model_family", "rnn", "--preset", "tiny", "--config_overrides", "cell_type=gru,hidden_size=16",
+              "--bptt", "16", "--max_steps", "8", "--learning_rate", "0.05", "--optimizer", "adamw",
+              "--max_grad_norm", "0.5", "--eval_batch_size", "3", "--no-plot", "--disable_tqdm"]
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
+    launcher = shutil.which("accelerate") or pytest.fail("the accelerate launcher is not on PATH")
+    command = [launcher, "launch", "--multi_gpu", "--num_processes", "2", "--main_process_port", str(_free_port()),
+               str(REPO / "training" / "train_lm.py"), *common, "--output_dir", str(tmp_path / "two"),
+               "--per_device_train_batch_size", "2"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "num_processes': 2" in done.stderr and "global_train_batch_size': 4" in done.stderr
+    one = main([*common, "--output_dir", str(tmp_path / "one"), "--per_device_train_batch_size", "4"])
+    two, single = weights(tmp_path / "two"), weights(tmp_path / "one")
+    assert one["steps"] == 8 and two.keys() == single.keys()
+    for name in single:
+        torch.testing.assert_close(two[name], single[name], atol=1e-5, rtol=1e-5)
+    # the biases start at zero: training moved them far beyond the tolerance
+    assert single["lm_head.bias"].abs().max() > 1e-2

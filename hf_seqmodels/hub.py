@@ -12,6 +12,43 @@ from huggingface_hub import ModelCard, ModelCardData
 
 logger = logging.getLogger(__name__)
 
+CELL_CITATIONS = {
+    "lstm": (
+        "Hochreiter & Schmidhuber (1997), Long Short-Term Memory",
+        """@article{hochreiter1997long,
+  title={Long Short-Term Memory},
+  author={Hochreiter, Sepp and Schmidhuber, J{\\"u}rgen},
+  journal={Neural Computation},
+  volume={9},
+  number={8},
+  pages={1735--1780},
+  year={1997}
+}""",
+    ),
+    "gru": (
+        "Cho et al. (2014), Learning Phrase Representations using RNN Encoder-Decoder",
+        """@inproceedings{cho2014learning,
+  title={Learning Phrase Representations using {RNN} Encoder-Decoder for Statistical Machine Translation},
+  author={Cho, Kyunghyun and van Merri{\\"e}nboer, Bart and Gulcehre, Caglar and Bahdanau, Dzmitry and
+          Bougares, Fethi and Schwenk, Holger and Bengio, Yoshua},
+  booktitle={EMNLP},
+  year={2014}
+}""",
+    ),
+    "rnn": (
+        "Elman (1990), Finding Structure in Time; Mikolov et al. (2010), Recurrent neural network based language model",
+        """@article{elman1990finding,
+  title={Finding Structure in Time},
+  author={Elman, Jeffrey L.},
+  journal={Cognitive Science},
+  volume={14},
+  number={2},
+  pages={179--211},
+  year={1990}
+}""",
+    ),
+}
+
 CITATIONS = {
     "hfsm_nnlm": (
         "Bengio et al. (2003), A Neural Probabilistic Language Model",
@@ -48,15 +85,25 @@ ARCHITECTURES = {
 }
 
 
+def _citations(config) -> tuple[str, str]:
+    """The papers behind ``config``'s architecture: ``(names, BibTeX)``."""
+    entries = [CITATIONS[config.model_type]] if config.model_type in CITATIONS else []
+    cell = getattr(config, "cell_type", None)
+    if cell is not None:
+        entries.insert(0, CELL_CITATIONS["rnn" if cell.startswith("rnn") else cell])
+    return "; ".join(e[0] for e in entries) or "—", "\n\n".join(e[1] for e in entries)
+
+
 def _format_config(config) -> str:
-    keys = sorted(set(config.to_diff_dict()) - {"auto_map", "architectures", "transformers_version", "model_type"})
+    hidden = {"auto_map", "architectures", "transformers_version", "model_type", "dtype"}
+    keys = sorted(set(config.to_diff_dict()) - hidden)
     return ", ".join(f"`{k}={getattr(config, k)!r}`" for k in keys if hasattr(config, k))
 
 
 def _format_table(values: dict[str, Any]) -> str:
     rows = ["| | |", "|---|---|"]
     for key, value in values.items():
-        shown = f"{value:.4f}" if isinstance(value, float) else str(value)
+        shown = f"{value:.4g}" if isinstance(value, float) else str(value)
         rows.append(f"| {key} | {shown} |")
     return "\n".join(rows)
 
@@ -71,6 +118,7 @@ def write_model_card(
     training_args: dict[str, Any] | None = None,
     samples: dict[str, str] | None = None,
     repo_id: str | None = None,
+    tokenizer_description: str | None = None,
     prompt: str = "ROMEO:",
     license: str = "apache-2.0",
     datasets: list[str] | None = None,
@@ -85,7 +133,7 @@ def write_model_card(
     output_dir = Path(output_dir)
     config = model.config
     model_type = config.model_type
-    paper, citation = CITATIONS.get(model_type, ("", ""))
+    paper, citation = _citations(config)
     results = results or {}
     card_data = ModelCardData(
         library_name="transformers",
@@ -104,10 +152,10 @@ def write_model_card(
         model_class=type(model).__name__,
         num_parameters=f"{model.num_parameters():,}",
         vocab_size=config.vocab_size,
-        tokenizer_kind=type(tokenizer).__name__ if tokenizer is not None else "no tokenizer saved",
+        tokenizer_kind=tokenizer_description or ("see tokenizer.json" if tokenizer is not None else "no tokenizer saved"),
         config_summary=_format_config(config),
-        paper=paper or "—",
-        repo_id=repo_id or str(output_dir),
+        paper=paper,
+        repo_id=repo_id or "<user>/<model-name>",
         prompt=prompt,
         training_data=training_data,
         training_procedure=_format_table(training_args) if training_args else "Not recorded.",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import CausalLMOutputWithPast
 from transformers.utils.generic import can_return_tuple
@@ -12,6 +12,7 @@ from transformers.utils.generic import can_return_tuple
 from .configuration_nnlm import NNLMConfig
 from .input_checks import check_input_ids, current_mask
 from .state_cache import RecurrentState
+from .stateful_generation import StatefulGenerationMixin
 
 
 class NNLMPreTrainedModel(PreTrainedModel):
@@ -19,11 +20,6 @@ class NNLMPreTrainedModel(PreTrainedModel):
     config: NNLMConfig
     base_model_prefix = "nnlm"
     main_input_name = "input_ids"
-    _is_stateful = True
-
-    @classmethod
-    def _supports_default_dynamic_cache(cls) -> bool:
-        return False  # the cache is the last n-1 tokens (a RecurrentState)
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -34,7 +30,7 @@ class NNLMPreTrainedModel(PreTrainedModel):
                 init.zeros_(module.bias)
 
 
-class NNLMForCausalLM(NNLMPreTrainedModel, GenerationMixin):
+class NNLMForCausalLM(NNLMPreTrainedModel, StatefulGenerationMixin):
     """``P(w_t | w_{t-n+1..t-1}) = softmax(b + W x + U tanh(d + H x))``, ``x = [C(w_{t-n+1}); …; C(w_{t-1})]``.
 
     The window of the last ``n - 1`` tokens is the model's state: it is returned as
@@ -111,9 +107,7 @@ class NNLMForCausalLM(NNLMPreTrainedModel, GenerationMixin):
         logits = self.lm_head(h)  # (B, T, V)
         if self.direct is not None:
             logits = logits + self.direct(x)
-        loss = None
-        if labels is not None or kwargs.get("shift_labels") is not None:
-            loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **kwargs)
+        loss = self.causal_lm_loss(logits, labels, **kwargs)
         seen = 0 if past_key_values is None else past_key_values.seq_length
         state = RecurrentState((stream[:, -n_ctx:],), seen + time) if use_cache else None
         return CausalLMOutputWithPast(loss=loss, logits=logits, past_key_values=state)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import (
     CausalLMOutputWithPast,
@@ -26,6 +26,7 @@ from .configuration_rnn import RNNConfig
 from .input_checks import check_input_ids, current_mask
 from .recurrent_stack import RecurrentStack
 from .state_cache import RecurrentState
+from .stateful_generation import StatefulGenerationMixin
 
 
 @dataclass
@@ -51,12 +52,7 @@ class RNNPreTrainedModel(PreTrainedModel):
     config: RNNConfig
     base_model_prefix = "model"
     main_input_name = "input_ids"
-    _is_stateful = True
     _no_split_modules = ["RecurrentStack"]
-
-    @classmethod
-    def _supports_default_dynamic_cache(cls) -> bool:
-        return False  # the cache is our RecurrentState, not key/value pairs
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -125,7 +121,7 @@ class RNNModel(RNNPreTrainedModel):
         )
 
 
-class RNNForCausalLM(RNNPreTrainedModel, GenerationMixin):
+class RNNForCausalLM(RNNPreTrainedModel, StatefulGenerationMixin):
     """RNN language model: ``p(w_t | w_<t) = softmax(W_o h_t + b_o)``.
 
     With ``tie_word_embeddings`` the output matrix is the embedding matrix; if the sizes differ,
@@ -185,9 +181,7 @@ class RNNForCausalLM(RNNPreTrainedModel, GenerationMixin):
         if self.output_projection is not None:
             hidden = self.output_projection(hidden)
         logits = self.lm_head(hidden)  # (B, T, V)
-        loss = None
-        if labels is not None or kwargs.get("shift_labels") is not None:
-            loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **kwargs)
+        loss = self.causal_lm_loss(logits, labels, **kwargs)
         return CausalLMOutputWithPast(
             loss=loss, logits=logits, past_key_values=out.past_key_values, hidden_states=out.hidden_states
         )
@@ -205,13 +199,9 @@ def pool_outputs(outputs: torch.Tensor, final_state: torch.Tensor, mask: torch.T
     return outputs.masked_fill(~mask, torch.finfo(outputs.dtype).min).max(dim=1).values
 
 
-class RNNForSequenceClassification(RNNPreTrainedModel):
-    """Many-to-one classifier: pooled recurrent outputs → dropout → linear → ``num_labels`` scores.
-
-    ``num_labels == 1`` is regression (MSE); float multi-hot labels select multi-label (BCE).
-    """
-
-    accepts_loss_kwargs = False  # the loss is a per-sentence mean; Trainer must scale it itself
+class RNNClassifierBase(RNNPreTrainedModel):
+    """The body shared by the sentence classifier and the tagger: :class:`RNNModel`, dropout and a
+    linear layer from the (bidirectional) outputs to ``num_labels`` scores."""
 
     def __init__(self, config: RNNConfig):
         super().__init__(config)
@@ -221,6 +211,19 @@ class RNNForSequenceClassification(RNNPreTrainedModel):
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(self.model.encoder.output_size, config.num_labels)
         self.post_init()
+
+    def encode(self, input_ids, attention_mask, output_hidden_states) -> RNNModelOutput:
+        return self.model(input_ids, attention_mask=attention_mask, use_cache=False,
+                          output_hidden_states=output_hidden_states)
+
+
+class RNNForSequenceClassification(RNNClassifierBase):
+    """Many-to-one classifier: pooled recurrent outputs → dropout → linear → ``num_labels`` scores.
+
+    ``num_labels == 1`` is regression (MSE); float multi-hot labels select multi-label (BCE).
+    """
+
+    accepts_loss_kwargs = False  # the loss is a per-sentence mean; Trainer must scale it itself
 
     @can_return_tuple
     def forward(
@@ -232,8 +235,7 @@ class RNNForSequenceClassification(RNNPreTrainedModel):
         **kwargs,
     ) -> SequenceClassifierOutput:
         """Returns ``logits`` ``(batch, num_labels)``; padding (attention_mask 0) never changes them."""
-        out = self.model(input_ids, attention_mask=attention_mask, use_cache=False,
-                         output_hidden_states=output_hidden_states)
+        out = self.encode(input_ids, attention_mask, output_hidden_states)
         mask = current_mask(attention_mask, input_ids)
         pooled = pool_outputs(out.last_hidden_state, out.final_state, mask, self.config.pooling)
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
@@ -241,17 +243,8 @@ class RNNForSequenceClassification(RNNPreTrainedModel):
         return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states)
 
 
-class RNNForTokenClassification(RNNPreTrainedModel):
+class RNNForTokenClassification(RNNClassifierBase):
     """Many-to-many tagger: one label per token from the (bidirectional, stacked) outputs."""
-
-    def __init__(self, config: RNNConfig):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        self.model = RNNModel(config)
-        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(dropout)
-        self.classifier = nn.Linear(self.model.encoder.output_size, config.num_labels)
-        self.post_init()
 
     @can_return_tuple
     def forward(
@@ -263,8 +256,7 @@ class RNNForTokenClassification(RNNPreTrainedModel):
         **kwargs,
     ) -> TokenClassifierOutput:
         """Returns ``logits`` ``(batch, time, num_labels)``; labels ``-100`` are ignored."""
-        out = self.model(input_ids, attention_mask=attention_mask, use_cache=False,
-                         output_hidden_states=output_hidden_states)
+        out = self.encode(input_ids, attention_mask, output_hidden_states)
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, num_labels)
         loss = self.loss_function(logits, labels, self.config, **kwargs) if labels is not None else None
         return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states)
@@ -274,6 +266,7 @@ __all__ = [
     "RNNPreTrainedModel",
     "RNNModel",
     "RNNForCausalLM",
+    "RNNClassifierBase",
     "RNNForSequenceClassification",
     "RNNForTokenClassification",
 ]

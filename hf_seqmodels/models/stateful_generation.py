@@ -1,0 +1,29 @@
+"""What every causal LM whose generation cache is a :class:`RecurrentState` shares (RNNs, the NNLM)."""
+
+from __future__ import annotations
+
+import torch
+from transformers import GenerationMixin
+
+
+class StatefulGenerationMixin(GenerationMixin):  # the name must end in "GenerationMixin" (can_generate)
+    """``generate()`` support and the loss for language models that carry a fixed-size state.
+
+    The state is returned as ``past_key_values``; ``generate()`` passes it back, feeds only the new
+    token and calls ``RecurrentState.reorder_cache`` during beam search. transformers must not build
+    its key/value ``DynamicCache`` for these models, hence ``_supports_default_dynamic_cache``.
+    """
+
+    _is_stateful = True
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        return False
+
+    def causal_lm_loss(self, logits: torch.Tensor, labels: torch.Tensor | None, **kwargs) -> torch.Tensor | None:
+        """Token cross-entropy: ``labels`` are shifted inside (token ``t`` predicts ``t + 1``), or
+        ``shift_labels`` give already-aligned targets (TBPTT streams); ``-100`` is ignored. Keyword
+        arguments such as Trainer's ``num_items_in_batch`` go to transformers' loss function."""
+        if labels is None and kwargs.get("shift_labels") is None:
+            return None
+        return self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **kwargs)

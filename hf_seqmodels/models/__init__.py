@@ -6,6 +6,7 @@ weights, so everything here imports only torch, transformers, the standard libra
 
 * ``recurrent_stack.py`` – the fused RNN/LSTM/GRU stack with padding handling;
 * ``state_cache.py`` – the recurrent generation cache and its beam reordering;
+* ``stateful_generation.py`` – generate() support and the LM loss of models whose cache is a state;
 * ``config_utils.py`` – presets and config validation; ``input_checks.py`` – input validation.
 """
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from importlib import resources
 from pathlib import Path
@@ -179,17 +178,18 @@ def save_for_hub(output_dir: str | Path, model, tokenizer=None, **card_kwargs) -
     if tokenizer is not None:
         tokenizer.save_pretrained(output_dir)
     write_model_card(output_dir, model, tokenizer, **card_kwargs)
-    (output_dir / "hf_seqmodels_export.json").write_text(
-        json.dumps({"files": sorted(p.name for p in output_dir.iterdir())}, indent=2), encoding="utf-8"
-    )
     return output_dir
 
 
 def push_folder_to_hub(folder: str | Path, repo_id: str, private: bool = False, token: str | None = None) -> str:
-    """Upload a folder written by :func:`save_for_hub` to ``repo_id`` (needs network and a token)."""
+    """Upload a folder written by :func:`save_for_hub` or a training run to ``repo_id`` (needs network and
+    a token). Training checkpoints in the folder stay local."""
     from huggingface_hub import HfApi
 
     api = HfApi(token=token)
     api.create_repo(repo_id, private=private, exist_ok=True)
-    info = api.upload_folder(folder_path=str(folder), repo_id=repo_id, commit_message="Upload with hf_seqmodels")
+    info = api.upload_folder(
+        folder_path=str(folder), repo_id=repo_id, commit_message="Upload with hf_seqmodels",
+        ignore_patterns=["checkpoint-*", "tmp-checkpoint-*", "*.tmp"],
+    )
     return str(info)

@@ -16,12 +16,11 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from .hub import write_model_card
 from .models import NNLMConfig, RNNConfig
 from .registry import FAMILIES
 from .tokenization import train_tokenizer
 from .training.data import read_text_file, split_for_validation, tokenize_texts
-from .training.lm_trainer import LMTrainingArguments, train_causal_lm
+from .training.lm_trainer import LMTrainingArguments, train_causal_lm, write_run_model_card
 
 logger = logging.getLogger(__name__)
 
@@ -135,10 +134,9 @@ def run_demo(options: DemoOptions) -> dict[str, Any]:
     logger.info("Validation loss %.4f nats/token, perplexity %.2f", results["eval_loss"], results["eval_perplexity"])
     model = AutoModelForCausalLM.from_pretrained(out)  # what a user gets back from the folder
     samples = generate_samples(model, tokenizer, options)
-    write_model_card(
-        out, model, tokenizer, _card_results(results), training_data=f"Trained on {source}.",
-        training_args=_card_training_args(options, args), samples=samples, prompt=PROMPTS[0],
-        tokenizer_description=f"{options.tokenizer_kind}-level, trained on the training split",
+    write_run_model_card(
+        str(out), model, tokenizer, results, args, training_data=f"Trained on {source}.", samples=samples,
+        prompt=PROMPTS[0], tokenizer_description=f"{options.tokenizer_kind}-level, trained on the training split",
     )
     if AutoTokenizer.from_pretrained(out)(PROMPTS[0])["input_ids"] != tokenizer(PROMPTS[0])["input_ids"]:
         raise RuntimeError(f"The tokenizer saved in {out} does not encode like the one trained.")
@@ -151,18 +149,3 @@ def _as_dataset(texts: list[str]):
     from datasets import Dataset
 
     return Dataset.from_dict({"text": texts})
-
-
-def _card_results(results: dict[str, Any]) -> dict[str, Any]:
-    keys = ("eval_loss", "eval_perplexity", "train_loss", "steps", "epochs", "train_runtime_seconds",
-            "train_tokens_per_second")
-    return {k: results[k] for k in keys if k in results}
-
-
-def _card_training_args(options: DemoOptions, args: LMTrainingArguments) -> dict[str, Any]:
-    return {
-        "tokenizer": options.tokenizer_kind, "optimizer": args.optimizer, "learning rate": args.learning_rate,
-        "schedule": f"{args.lr_scheduler}, {args.warmup_steps} warm-up steps", "batch (streams)": args.per_device_train_batch_size,
-        "BPTT length": args.bptt, "gradient clipping": args.max_grad_norm,
-        "epochs (max)": args.num_train_epochs, "time cap (minutes)": args.max_train_minutes, "seed": args.seed,
-    }

@@ -107,6 +107,15 @@ def _format_table(values: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+RESULT_KEYS = ("eval_loss", "eval_perplexity", "train_loss", "steps", "epochs", "train_runtime_seconds",
+               "train_tokens_per_second")
+
+
+def summarize_results(results: dict[str, Any]) -> dict[str, Any]:
+    """The figures of a training run worth showing on a card (losses in nats per token)."""
+    return {k: results[k] for k in RESULT_KEYS if k in results}
+
+
 def write_model_card(
     output_dir: str | Path,
     model,

@@ -246,7 +246,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     eval_ids = tokenize_texts(texts.validation, tokenizer, num_proc=args.preprocessing_num_workers)
     logger.info(f"{type(model).__name__} with {model.num_parameters():,} parameters; "
                 f"{train_ids.numel():,} training and {eval_ids.numel():,} validation tokens.")
-    return train_causal_lm(model, tokenizer, train_ids, eval_ids, training_args, accelerator)
+    return train_causal_lm(model, tokenizer, train_ids, eval_ids, training_args, accelerator,
+                           training_data=describe_data(args, tokenizer))
+
+
+def describe_data(args: argparse.Namespace, tokenizer) -> str:
+    """One sentence for the model card: which text, which split, which tokenizer."""
+    source = f"`{Path(args.train_file).name}`" if args.train_file else f"the `{args.dataset_name}` dataset"
+    validation = (f"validated on `{Path(args.validation_file).name}`" if args.validation_file else
+                  f"validated on the last {args.validation_split_percentage:g} % of its characters")
+    how = (f"a tokenizer from `{args.tokenizer_name_or_path}`" if args.tokenizer_name_or_path
+           else f"a {args.tokenizer_kind}-level tokenizer trained on the training text")
+    return f"Trained on {source}, {validation}; {len(tokenizer)} tokens, {how}."
 
 
 __all__ = ["build_model", "build_parser", "main", "parse_config_overrides"]

@@ -184,14 +184,33 @@ def configure_generation(model: torch.nn.Module, tokenizer, max_new_tokens: int)
         setattr(generation_config, name, value)
 
 
-def write_model_card_if_available(output_dir: str, model, tokenizer, results: dict[str, Any]) -> None:
-    """Call ``hf_seqmodels.hub.write_model_card`` when that module exists; log that it was skipped otherwise."""
-    try:
-        from ..hub import write_model_card
-    except ImportError:
-        logger.info("hf_seqmodels.hub.write_model_card is not available: no model card written.")
-        return
-    write_model_card(output_dir, model, tokenizer, results)
+def card_training_args(args: LMTrainingArguments, num_processes: int = 1) -> dict[str, Any]:
+    """The hyper-parameters a model card lists under "Training procedure"."""
+    schedule = f"{args.lr_scheduler}, {args.warmup_steps} warm-up steps"
+    if args.lr_scheduler == "zaremba":
+        schedule += f", x{args.decay_factor} per epoch after epoch {args.decay_start_epoch}"
+    return {
+        "optimizer": f"{args.optimizer} (weight decay {args.weight_decay})",
+        "learning rate": args.learning_rate,
+        "schedule": schedule,
+        "streams per batch (global)": args.per_device_train_batch_size * num_processes,
+        "BPTT length": args.bptt,
+        "gradient clipping (max norm)": args.max_grad_norm,
+        "epochs (max)": args.num_train_epochs,
+        "time cap (minutes)": args.max_train_minutes,
+        "processes": num_processes,
+        "seed": args.seed,
+    }
+
+
+def write_run_model_card(output_dir: str, model, tokenizer, results: dict[str, Any], args: LMTrainingArguments,
+                         num_processes: int = 1, training_data: str | None = None, **card_kwargs) -> None:
+    """The model card of a training run: results, hyper-parameters, data and loss curve."""
+    from ..hub import summarize_results, write_model_card
+
+    write_model_card(output_dir, model, tokenizer, summarize_results(results),
+                     training_args=card_training_args(args, num_processes),
+                     training_data=training_data or "Not recorded.", **card_kwargs)
 
 
 # --------------------------------------------------------------------------- the loop
@@ -378,7 +397,7 @@ def make_accelerator(args: LMTrainingArguments) -> Accelerator:
 
 
 def save_final_model(model, tokenizer, args: LMTrainingArguments, accelerator: Accelerator,
-                     results: dict[str, Any]) -> None:
+                     results: dict[str, Any], training_data: str | None = None) -> None:
     """``save_pretrained`` of the unwrapped model and the tokenizer, generation defaults, model card."""
     accelerator.wait_for_everyone()
     unwrapped = accelerator.unwrap_model(model)
@@ -387,12 +406,14 @@ def save_final_model(model, tokenizer, args: LMTrainingArguments, accelerator: A
         unwrapped.save_pretrained(args.output_dir)
         if tokenizer is not None:
             tokenizer.save_pretrained(args.output_dir)
-        write_model_card_if_available(args.output_dir, unwrapped, tokenizer, results)
+        write_run_model_card(args.output_dir, unwrapped, tokenizer, results, args, accelerator.num_processes,
+                             training_data)
     accelerator.wait_for_everyone()
 
 
 def train_causal_lm(model: torch.nn.Module, tokenizer, train_ids: torch.Tensor, eval_ids: torch.Tensor,
-                    args: LMTrainingArguments, accelerator: Accelerator | None = None) -> dict[str, Any]:
+                    args: LMTrainingArguments, accelerator: Accelerator | None = None,
+                    training_data: str | None = None) -> dict[str, Any]:
     """Train ``model`` on the token stream ``train_ids`` ``(L,)``, validate on ``eval_ids`` ``(L_eval,)``.
 
     Every process must call this with the same streams. Returns ``train_loss`` (mean over the
@@ -407,7 +428,7 @@ def train_causal_lm(model: torch.nn.Module, tokenizer, train_ids: torch.Tensor, 
     logger.info(f"Training {type(model).__name__} on {accelerator.num_processes} process(es): "
                 f"{len(trainer.windows)} windows/epoch, {trainer.total_steps} updates; {asdict(args)}")
     results = trainer.run()
-    save_final_model(trainer.model, tokenizer, args, accelerator, results)
+    save_final_model(trainer.model, tokenizer, args, accelerator, results, training_data)
     logger.info(f"Done: {results}")
     return results
 
@@ -416,10 +437,12 @@ __all__ = [
     "LMTrainingArguments",
     "build_optimizer",
     "build_train_windows",
+    "card_training_args",
     "configure_generation",
     "evaluate_causal_lm",
     "make_accelerator",
     "save_final_model",
     "stream_nll",
     "train_causal_lm",
+    "write_run_model_card",
 ]

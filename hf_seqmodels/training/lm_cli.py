@@ -114,7 +114,7 @@ def _add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         default = f.default if f.default is not dataclasses.MISSING else None
         group.add_argument(f"--{f.name}", type=lambda raw, n=f.name, a=annotation: _parse_typed(n, raw, a),
                            default=default, required=f.default is dataclasses.MISSING,
-                           help=f"{help_text} (default: {default})")
+                           help=help_text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -129,12 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
     tok = parser.add_argument_group("tokenizer")
     tok.add_argument("--tokenizer_name_or_path", help="an existing tokenizer folder")
     tok.add_argument("--tokenizer_kind", default="char", help="kind of tokenizer to train: char, word, bpe, wordpiece, unigram")
-    tok.add_argument("--vocab_size", type=int, help="vocabulary size of a trained tokenizer (default: train_tokenizer's)")
+    tok.add_argument("--vocab_size", type=int, help="vocabulary size of a trained tokenizer (None: train_tokenizer's)")
     tok.add_argument("--min_frequency", type=int,
-                     help="minimum count of a token of a trained tokenizer (default: train_tokenizer's)")
+                     help="minimum count of a token of a trained tokenizer (None: train_tokenizer's)")
     data = parser.add_argument_group("data")
     data.add_argument("--train_file", help="plain .txt file: the whole file is one stream")
-    data.add_argument("--validation_file", help="plain .txt file (default: the end of the training text)")
+    data.add_argument("--validation_file", help="plain .txt file (None: the end of the training text)")
     data.add_argument("--dataset_name", help="a datasets name (instead of --train_file)")
     data.add_argument("--dataset_config_name")
     data.add_argument("--text_column", default="text")

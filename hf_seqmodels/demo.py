@@ -20,7 +20,8 @@ from .models import NNLMConfig, RNNConfig
 from .registry import FAMILIES
 from .tokenization import train_tokenizer
 from .training.data import read_text_file, split_for_validation, tokenize_texts
-from .training.lm_trainer import LMTrainingArguments, train_causal_lm, write_run_model_card
+from .training.engine import write_run_model_card
+from .training.lm_trainer import LMTrainingArguments, card_training_args, train_causal_lm
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ def run_demo(options: DemoOptions) -> dict[str, Any]:
     model = AutoModelForCausalLM.from_pretrained(out)  # what a user gets back from the folder
     samples = generate_samples(model, tokenizer, options)
     write_run_model_card(
-        str(out), model, tokenizer, results, args, training_data=f"Trained on {source}.", samples=samples,
+        str(out), model, tokenizer, results, card_training_args(args), training_data=f"Trained on {source}.", samples=samples,
         prompt=PROMPTS[0], tokenizer_description=f"{options.tokenizer_kind}-level, trained on the training split",
     )
     if AutoTokenizer.from_pretrained(out)(PROMPTS[0])["input_ids"] != tokenizer(PROMPTS[0])["input_ids"]:

@@ -100,13 +100,13 @@ def test_batchify_and_windows_follow_the_ptb_layout():
     assert streams.tolist() == [list(range(0, 11)), list(range(11, 22))]
     windows = StreamWindows(streams, bptt=4)
     assert len(windows) == 3  # ceil((11 - 1) / 4)
-    first, last = windows.window(0), windows.window(2)
+    first, last = windows.batch(0), windows.batch(2)
     assert first.input_ids.tolist() == [[0, 1, 2, 3], [11, 12, 13, 14]]
     assert first.labels.tolist() == [[1, 2, 3, 4], [12, 13, 14, 15]]
     assert first.context is None and windows.carries_state
     assert last.input_ids.shape == (2, 2) and last.labels.tolist() == [[9, 10], [20, 21]]
-    inputs = torch.cat([windows.window(i).input_ids for i in range(len(windows))], dim=1)
-    labels = torch.cat([windows.window(i).labels for i in range(len(windows))], dim=1)
+    inputs = torch.cat([windows.batch(i).input_ids for i in range(len(windows))], dim=1)
+    labels = torch.cat([windows.batch(i).labels for i in range(len(windows))], dim=1)
     assert torch.equal(inputs, streams[:, :-1]) and torch.equal(labels, streams[:, 1:])
 
 
@@ -142,7 +142,7 @@ def test_shuffled_nnlm_windows_carry_their_context():
     assert len(source) == 2 and not source.carries_state
     seen = []
     for index in range(len(source)):
-        window = source.window(index, epoch=0)
+        window = source.batch(index, epoch=0)
         assert window.input_ids.shape == (4, 5) and window.context.shape == (4, 3)
         assert torch.equal(window.labels[:, :-1], window.input_ids[:, 1:])
         for inputs, context in zip(window.input_ids.tolist(), window.context.tolist(), strict=True):
@@ -151,12 +151,12 @@ def test_shuffled_nnlm_windows_carry_their_context():
             assert context == expected
         seen += window.input_ids[:, 0].tolist()
     assert sorted(seen) == list(range(100, 140, 5))  # every block once per epoch
-    order = [source.window(i, epoch=e).input_ids[:, 0].tolist() for e in (0, 1) for i in range(2)]
+    order = [source.batch(i, epoch=e).input_ids[:, 0].tolist() for e in (0, 1) for i in range(2)]
     assert order[:2] != order[2:]  # a new order each epoch ...
-    assert source.window(1, epoch=0).input_ids[:, 0].tolist() == order[1]  # ... reproducible
+    assert source.batch(1, epoch=0).input_ids[:, 0].tolist() == order[1]  # ... reproducible
     halves = [ShuffledContextWindows(ids, context_size=3, block_size=5, global_batch_size=4, seed=1,
-                                     process_index=r, num_processes=2).window(0).input_ids for r in (0, 1)]
-    assert torch.equal(torch.cat(halves), source.window(0).input_ids)
+                                     process_index=r, num_processes=2).batch(0).input_ids for r in (0, 1)]
+    assert torch.equal(torch.cat(halves), source.batch(0).input_ids)
 
 
 # --------------------------------------------------------------------------- schedules
@@ -179,6 +179,20 @@ def test_cosine_schedule_endpoints_and_errors():
         lr_factor("zaremba", total_steps=5, steps_per_epoch=5, decay_factor=1.5)
     with pytest.raises(ValueError, match="optimizer"):
         LMTrainingArguments(output_dir="x", optimizer="adam")
+
+
+def test_noam_schedule_is_the_papers_formula():
+    d_model, warmup = 512, 4000
+    factor = lr_factor("noam", total_steps=10, steps_per_epoch=5, warmup_steps=warmup, d_model=d_model)
+    for step in (0, 99, 3998, 3999, 4000, 99999):
+        s = step + 1  # the paper counts updates from 1
+        assert factor(step) == pytest.approx(d_model**-0.5 * min(s**-0.5, s * warmup**-1.5), rel=1e-12)
+    peak = max(range(8000), key=factor)
+    assert peak == warmup - 1 and factor(peak) == pytest.approx((d_model * warmup) ** -0.5)
+    with pytest.raises(ValueError, match=r"`warmup_steps`=0.*noam"):
+        lr_factor("noam", total_steps=10, steps_per_epoch=5, warmup_steps=0, d_model=d_model)
+    with pytest.raises(ValueError, match=r"`d_model`=None"):
+        lr_factor("noam", total_steps=10, steps_per_epoch=5, warmup_steps=10)
 
 
 # --------------------------------------------------------------------------- the engine
@@ -273,7 +287,7 @@ def test_time_limit_stops_cleanly_and_resume_checks_the_layout(tokenizer, corpus
                               engine_args(tmp_path, max_train_minutes=1e-9))
     assert results["steps"] == 1 and math.isfinite(results["eval_loss"])  # stopped after the first update
     assert (tmp_path / "checkpoint-1").is_dir() and (tmp_path / "model.safetensors").is_file()
-    with pytest.raises(ValueError, match="windows per epoch"):
+    with pytest.raises(ValueError, match="batches per epoch"):
         train_causal_lm(tiny_nnlm(len(tokenizer)), tokenizer, train_ids, eval_ids,
                         engine_args(tmp_path, bptt=8, resume_from_checkpoint="latest"))
 

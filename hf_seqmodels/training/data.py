@@ -193,7 +193,7 @@ class StreamWindows:
     def __len__(self) -> int:
         return math.ceil((self.streams.shape[1] - 1) / self.bptt)
 
-    def window(self, index: int, epoch: int = 0) -> Window:
+    def batch(self, index: int, epoch: int = 0) -> Window:
         start = index * self.bptt
         length = min(self.bptt, self.streams.shape[1] - 1 - start)
         return Window(
@@ -240,7 +240,7 @@ class ShuffledContextWindows:
             self._order = (epoch, torch.randperm(self.num_blocks, generator=generator))
         return self._order[1]
 
-    def window(self, index: int, epoch: int = 0) -> Window:
+    def batch(self, index: int, epoch: int = 0) -> Window:
         blocks = self._permutation(epoch)[index * self.global_batch_size : (index + 1) * self.global_batch_size]
         starts = shard_rows(blocks, self.process_index, self.num_processes) * self.block_size  # (B,)
         offsets = torch.arange(self.block_size)

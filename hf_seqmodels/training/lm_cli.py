@@ -27,7 +27,8 @@ from accelerate.utils import set_seed
 
 from ..models import NNLMConfig, RNNConfig
 from .data import load_text_splits, tokenize_texts
-from .lm_trainer import LMTrainingArguments, make_accelerator, train_causal_lm
+from .engine import make_accelerator
+from .lm_trainer import LMTrainingArguments, train_causal_lm
 
 logger = get_logger(__name__)
 

@@ -1,7 +1,7 @@
 """Learning-rate schedules as ``LambdaLR`` factors: ``lr(step) = learning_rate * factor(step)``.
 
 ``step`` counts optimizer updates (0 for the first update), so a schedule is exact when training
-resumes in the middle of an epoch. Three schedules, all with an optional linear warmup:
+resumes in the middle of an epoch. Four schedules:
 
 * ``"zaremba"`` (Zaremba et al. 2014): constant for ``decay_start_epoch`` epochs, then multiplied
   by ``decay_factor`` at the start of every further epoch:
@@ -10,9 +10,13 @@ resumes in the middle of an epoch. Three schedules, all with an optional linear 
   ``decay_start_epoch=4, decay_factor=0.5``.
 * ``"cosine"``: ``factor = min_lr_ratio + (1 - min_lr_ratio) * (1 + cos(pi * progress)) / 2`` where
   ``progress`` runs from 0 after warmup to 1 at ``total_steps``.
+* ``"noam"`` (Vaswani et al. 2017, eq. 3): ``factor = d_model^-0.5 * min(s^-0.5, s * warmup_steps^-1.5)``
+  with ``s = step + 1``; the learning rate rises linearly for ``warmup_steps`` updates, then falls
+  as the inverse square root of the step. ``learning_rate`` scales it (the paper uses 1).
 * ``"constant"``: ``factor = 1``.
 
-Warmup multiplies the factor by ``step / warmup_steps`` for ``step < warmup_steps``.
+Warmup multiplies the factor by ``step / warmup_steps`` for ``step < warmup_steps`` (``"noam"`` has
+its own warmup built in).
 """
 
 from __future__ import annotations
@@ -23,13 +27,11 @@ from collections.abc import Callable
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 
-SCHEDULES = ("zaremba", "cosine", "constant")
+from ..models.config_utils import invalid as _invalid
+
+SCHEDULES = ("zaremba", "cosine", "noam", "constant")
 
 LRFactor = Callable[[int], float]
-
-
-def _invalid(field: str, value, allowed: str) -> ValueError:
-    return ValueError(f"Invalid `{field}`={value!r}: expected {allowed}.")
 
 
 def _check_non_negative_int(field: str, value) -> None:
@@ -88,6 +90,20 @@ def cosine_factor(total_steps: int, warmup_steps: int = 0, min_lr_ratio: float =
     return factor
 
 
+def noam_factor(d_model: int, warmup_steps: int) -> LRFactor:
+    """``d_model^-0.5 * min(s^-0.5, s * warmup_steps^-1.5)`` at update ``s = step + 1``."""
+    if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 1:
+        raise _invalid("d_model", d_model, "the model width, an integer >= 1 (from config.d_model or hidden_size)")
+    if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 1:
+        raise _invalid("warmup_steps", warmup_steps, "an integer >= 1 for the noam schedule (the paper uses 4000)")
+
+    def factor(step: int) -> float:
+        s = step + 1
+        return d_model**-0.5 * min(s**-0.5, s * warmup_steps**-1.5)
+
+    return factor
+
+
 def lr_factor(
     name: str,
     *,
@@ -97,12 +113,15 @@ def lr_factor(
     decay_start_epoch: int = 4,
     decay_factor: float = 0.5,
     min_lr_ratio: float = 0.0,
+    d_model: int | None = None,
 ) -> LRFactor:
     """The factor function of schedule ``name`` (one of ``SCHEDULES``), warmup included."""
     if name == "zaremba":
         base = zaremba_factor(steps_per_epoch, decay_start_epoch, decay_factor)
     elif name == "cosine":
         base = cosine_factor(total_steps, warmup_steps, min_lr_ratio)
+    elif name == "noam":
+        return noam_factor(d_model, warmup_steps)
     elif name == "constant":
         base = constant_factor()
     else:
@@ -121,6 +140,7 @@ __all__ = [
     "constant_factor",
     "cosine_factor",
     "lr_factor",
+    "noam_factor",
     "with_warmup",
     "zaremba_factor",
 ]

@@ -1,0 +1,385 @@
+"""The training engine under every training script of the package: one loop, several tasks.
+
+:class:`TrainingLoop` owns what every run needs — ``accelerate`` for devices and processes, the
+optimizer and learning-rate schedule, gradient clipping, logging and the loss history, the time
+cap, atomic checkpoints that resume exactly, the loss-curve plot and the final Hub-ready save. A
+task subclass says only what differs:
+
+* :meth:`TrainingLoop.build_batches` – the epoch's batches, an object with ``len()`` and
+  ``batch(index, epoch)``, deterministic for a given epoch so that a resumed run reads exactly
+  what an uninterrupted one would have read;
+* :meth:`TrainingLoop.compute_loss` – the loss of one batch and its number of target tokens;
+* :meth:`TrainingLoop.evaluate_metrics` – validation metrics, at least ``eval_loss``;
+* :meth:`TrainingLoop.card_arguments` – the task's lines of the model card's hyper-parameter table.
+
+The tasks are causal language modelling with truncated BPTT (:mod:`.lm_trainer`) and
+sequence-to-sequence training with teacher forcing (:mod:`.seq2seq_trainer`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from accelerate import Accelerator
+from accelerate.logging import get_logger
+from accelerate.utils import set_seed
+from tqdm.auto import tqdm
+
+from ..models.config_utils import invalid
+from .checkpointing import TrainerState, load_checkpoint, resolve_checkpoint, save_checkpoint
+from .plotting import plot_loss_curves, write_history
+from .schedules import SCHEDULES, build_scheduler
+
+logger = get_logger(__name__)
+
+OPTIMIZERS = ("sgd", "adamw")
+
+
+@dataclass
+class EngineArguments:
+    """What shapes a training run apart from the data and the model (the model's shape is its config).
+
+    ``max_steps`` and ``max_train_minutes`` stop a run early and cleanly (evaluate, checkpoint,
+    save). ``lr_scheduler`` is one of ``"zaremba"`` (``decay_start_epoch``, ``decay_factor``),
+    ``"cosine"`` (``min_lr_ratio``), ``"noam"`` (Vaswani et al. 2017: ``learning_rate`` scales
+    ``d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5)``) or ``"constant"``; the others take
+    a linear ``warmup_steps`` ramp. ``resume_from_checkpoint`` is ``"latest"`` (the newest
+    checkpoint of ``output_dir``, if any) or a checkpoint folder.
+    """
+
+    output_dir: str
+    num_train_epochs: int = 1
+    max_steps: int | None = None
+    max_train_minutes: float | None = None
+    learning_rate: float = 1.0
+    optimizer: str = "sgd"
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-8
+    weight_decay: float = 0.0
+    lr_scheduler: str = "constant"
+    decay_start_epoch: int = 4
+    decay_factor: float = 0.5
+    min_lr_ratio: float = 0.0
+    warmup_steps: int = 0
+    max_grad_norm: float | None = 5.0
+    seed: int = 42
+    checkpointing_steps: int | None = None
+    save_total_limit: int | None = 2
+    resume_from_checkpoint: str | None = None
+    logging_steps: int = 50
+    plot: bool = True
+    generation_max_new_tokens: int = 200
+    mixed_precision: str = "no"
+    use_cpu: bool = False
+    disable_tqdm: bool = False
+
+    def __post_init__(self):
+        for name in ("num_train_epochs", "logging_steps", "generation_max_new_tokens"):
+            if getattr(self, name) < 1:
+                raise invalid(name, getattr(self, name), "an integer >= 1")
+        for name in ("max_steps", "checkpointing_steps", "save_total_limit"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise invalid(name, getattr(self, name), "None or an integer >= 1")
+        if self.max_train_minutes is not None and self.max_train_minutes <= 0:
+            raise invalid("max_train_minutes", self.max_train_minutes, "None or a positive number of minutes")
+        if self.learning_rate <= 0:
+            raise invalid("learning_rate", self.learning_rate, "a positive number")
+        if self.optimizer not in OPTIMIZERS:
+            raise invalid("optimizer", self.optimizer, "one of " + ", ".join(map(repr, OPTIMIZERS)))
+        for name in ("adam_beta1", "adam_beta2"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise invalid(name, getattr(self, name), "a number in [0, 1)")
+        if self.adam_epsilon <= 0:
+            raise invalid("adam_epsilon", self.adam_epsilon, "a positive number")
+        if self.lr_scheduler not in SCHEDULES:
+            raise invalid("lr_scheduler", self.lr_scheduler, "one of " + ", ".join(map(repr, SCHEDULES)))
+        if self.max_grad_norm is not None and self.max_grad_norm <= 0:
+            raise invalid("max_grad_norm", self.max_grad_norm, "None (no clipping) or a positive number")
+
+
+def build_optimizer(model: torch.nn.Module, args: EngineArguments) -> torch.optim.Optimizer:
+    """Plain SGD (Zaremba et al.) or AdamW (Adam with ``weight_decay=0``) over the trainable parameters."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if args.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=args.learning_rate, weight_decay=args.weight_decay)
+    return torch.optim.AdamW(params, lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
+                             eps=args.adam_epsilon, weight_decay=args.weight_decay)
+
+
+def model_width(model: torch.nn.Module) -> int | None:
+    """``d_model`` of the Noam schedule: the config's ``d_model`` or ``hidden_size``."""
+    config = getattr(model, "config", None)
+    return getattr(config, "d_model", None) or getattr(config, "hidden_size", None)
+
+
+def make_accelerator(args: EngineArguments) -> Accelerator:
+    """The run's ``Accelerator`` (``ACCELERATE_USE_CPU=1``, set by ``accelerate launch --cpu``, also forces the CPU)."""
+    return Accelerator(cpu=args.use_cpu, mixed_precision=args.mixed_precision)
+
+
+def perplexity(loss: float) -> float:
+    return math.exp(loss) if loss < 700 else math.inf
+
+
+def configure_generation(model: torch.nn.Module, tokenizer, max_new_tokens: int) -> None:
+    """Sensible ``generation_config`` defaults: the tokenizer's bos/eos/pad ids and ``max_new_tokens``."""
+    generation_config = model.generation_config
+    generation_config.max_new_tokens = max_new_tokens
+    for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        value = getattr(tokenizer, name, None) if tokenizer is not None else None
+        if value is None:
+            value = getattr(model.config, name, None)
+        setattr(generation_config, name, value)
+
+
+def engine_card_arguments(args: EngineArguments, num_processes: int = 1) -> dict[str, Any]:
+    """The hyper-parameters every model card lists under "Training procedure"."""
+    schedule = f"{args.lr_scheduler}, {args.warmup_steps} warm-up steps"
+    if args.lr_scheduler == "zaremba":
+        schedule += f", x{args.decay_factor} per epoch after epoch {args.decay_start_epoch}"
+    optimizer = f"{args.optimizer} (weight decay {args.weight_decay})"
+    if args.optimizer == "adamw":
+        optimizer += f", betas ({args.adam_beta1}, {args.adam_beta2}), eps {args.adam_epsilon:g}"
+    return {
+        "optimizer": optimizer,
+        "learning rate": args.learning_rate,
+        "schedule": schedule,
+        "gradient clipping (max norm)": args.max_grad_norm,
+        "epochs (max)": args.num_train_epochs,
+        "time cap (minutes)": args.max_train_minutes,
+        "processes": num_processes,
+        "seed": args.seed,
+    }
+
+
+def write_run_model_card(output_dir: str, model, tokenizer, results: dict[str, Any], hyper_parameters: dict[str, Any],
+                         training_data: str | None = None, **card_kwargs) -> None:
+    """The model card of a training run: results, hyper-parameters, data and loss curve."""
+    from ..hub import summarize_results, write_model_card
+
+    write_model_card(output_dir, model, tokenizer, summarize_results(results), training_args=hyper_parameters,
+                     training_data=training_data or "Not recorded.", **card_kwargs)
+
+
+class TrainingLoop:
+    """One training run; :meth:`run` is the whole loop. Subclasses implement the four task hooks."""
+
+    def __init__(self, model, tokenizer, args: EngineArguments, accelerator: Accelerator):
+        self.args, self.accelerator, self.tokenizer = args, accelerator, tokenizer
+        self.batches = self.build_batches(model)
+        total = args.num_train_epochs * len(self.batches)
+        self.total_steps = min(total, args.max_steps) if args.max_steps else total
+        optimizer = build_optimizer(model, args)
+        self.model, self.optimizer = accelerator.prepare(model, optimizer)
+        self.scheduler = build_scheduler(
+            self.optimizer, args.lr_scheduler, total_steps=self.total_steps, steps_per_epoch=len(self.batches),
+            warmup_steps=args.warmup_steps, decay_start_epoch=args.decay_start_epoch,
+            decay_factor=args.decay_factor, min_lr_ratio=args.min_lr_ratio, d_model=model_width(model),
+        )
+        self.state = TrainerState(num_processes=accelerator.num_processes, windows_per_epoch=len(self.batches))
+        self.carried = None  # what a task carries from one batch to the next (the TBPTT state)
+        self.tokens_seen = 0
+        self.last_lr = args.learning_rate
+        self.last_checkpoint_step = -1
+        self.last_eval: dict[str, float] | None = None
+        self.last_eval_step = -1
+
+    # ---- the task hooks
+    def build_batches(self, model):
+        """This process's batches of one epoch: ``len()`` and ``batch(index, epoch)``."""
+        raise NotImplementedError
+
+    def compute_loss(self, batch) -> tuple[torch.Tensor, int]:
+        """``(loss to back-propagate, number of target tokens in this process's batch)``."""
+        raise NotImplementedError
+
+    def evaluate_metrics(self, model) -> dict[str, float]:
+        """Validation metrics of the unwrapped ``model``, ``eval_loss`` among them."""
+        raise NotImplementedError
+
+    def card_arguments(self) -> dict[str, Any]:
+        """The task's hyper-parameters for the model card, on top of :func:`engine_card_arguments`."""
+        return {}
+
+    # ---- one update
+    def train_step(self, batch) -> float:
+        """One update on ``batch``; returns the loss averaged over processes."""
+        loss, num_tokens = self.compute_loss(batch)
+        self.accelerator.backward(loss)
+        if self.args.max_grad_norm is not None:
+            self.accelerator.clip_grad_norm_(self.model.parameters(), self.args.max_grad_norm)
+        self.optimizer.step()
+        self.last_lr = self.scheduler.get_last_lr()[0]  # the rate this update used
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.tokens_seen += num_tokens * self.accelerator.num_processes
+        return self.accelerator.reduce(loss.detach(), reduction="mean").item()
+
+    def _epoch_progress(self) -> float:
+        return round(self.state.epoch + self.state.window / len(self.batches), 4)
+
+    def _record_loss(self, loss: float) -> None:
+        self.state.train_loss_sum += loss
+        self.state.train_loss_count += 1
+        pending = self.state.pending_losses
+        pending.append(loss)
+        if self.state.global_step % self.args.logging_steps == 0:
+            record = {"step": self.state.global_step, "epoch": self._epoch_progress(),
+                      "train_loss": sum(pending) / len(pending), "learning_rate": self.last_lr}
+            self.state.history.append(record)
+            logger.info(f"step {record['step']}: train_loss={record['train_loss']:.4f} lr={record['learning_rate']:.4g}")
+            pending.clear()
+
+    def evaluate(self) -> dict[str, float]:
+        self.last_eval = self.evaluate_metrics(self.accelerator.unwrap_model(self.model))
+        self.state.history.append({"step": self.state.global_step, "epoch": self._epoch_progress(),
+                                   **{k: v for k, v in self.last_eval.items() if k.startswith("eval_")}})
+        self.last_eval_step = self.state.global_step
+        shown = " ".join(f"{k}={v:.4f}" for k, v in self.last_eval.items() if isinstance(v, float))
+        logger.info(f"step {self.state.global_step} (epoch {self._epoch_progress()}): {shown}")
+        return self.last_eval
+
+    def save_checkpoint(self) -> None:
+        if self.last_checkpoint_step == self.state.global_step:
+            return
+        path = save_checkpoint(self.args.output_dir, accelerator=self.accelerator, model=self.model,
+                               optimizer=self.optimizer, scheduler=self.scheduler, trainer_state=self.state,
+                               recurrent_state=self.carried, save_total_limit=self.args.save_total_limit)
+        self.last_checkpoint_step = self.state.global_step
+        logger.info(f"Saved checkpoint {path}")
+
+    def write_curves(self) -> None:
+        if self.accelerator.is_main_process:
+            write_history(self.state.history, self.args.output_dir)
+            if self.args.plot:
+                plot_loss_curves(self.state.history, self.args.output_dir)
+
+    # ---- resuming and stopping
+    def maybe_resume(self) -> None:
+        path = resolve_checkpoint(self.args.resume_from_checkpoint, self.args.output_dir)
+        if path is None:
+            if self.args.resume_from_checkpoint is not None:
+                logger.warning(f"No checkpoint in {self.args.output_dir}: training from scratch.")
+            set_seed(self.args.seed + self.accelerator.process_index)
+            return
+        self.state, self.carried = load_checkpoint(path, accelerator=self.accelerator, model=self.model,
+                                                   optimizer=self.optimizer, scheduler=self.scheduler)
+        if self.state.windows_per_epoch != len(self.batches):
+            raise ValueError(f"Checkpoint {str(path)!r} was trained with {self.state.windows_per_epoch} batches per "
+                             f"epoch, this run has {len(self.batches)}: resume with the same data and batch sizes.")
+        self.last_checkpoint_step = self.state.global_step
+        logger.info(f"Resumed from {path}: step {self.state.global_step}, epoch {self.state.epoch}, "
+                    f"batch {self.state.window}/{len(self.batches)}")
+
+    def out_of_time(self, started: float) -> bool:
+        """True on every process as soon as one of them passed ``max_train_minutes``."""
+        if self.args.max_train_minutes is None:
+            return False
+        late = float(time.monotonic() - started > 60.0 * self.args.max_train_minutes)
+        flag = torch.tensor(late, device=self.accelerator.device)
+        return self.accelerator.reduce(flag, reduction="sum").item() > 0
+
+    def done(self) -> bool:
+        return self.state.global_step >= self.total_steps
+
+    # ---- the loop
+    def train_epoch(self, progress, started: float) -> bool:
+        """Train from the current position to the end of the epoch; returns True if the run must stop early."""
+        self.model.train()
+        for index in range(self.state.window, len(self.batches)):
+            loss = self.train_step(self.batches.batch(index, self.state.epoch))
+            self.state.global_step += 1
+            self.state.window = index + 1
+            self._record_loss(loss)
+            progress.update(1)
+            progress.set_postfix(loss=f"{loss:.3f}", epoch=self.state.epoch)
+            if self.state.window == len(self.batches):
+                return False
+            if self.args.checkpointing_steps and self.state.global_step % self.args.checkpointing_steps == 0:
+                self.save_checkpoint()
+            if self.done() or self.out_of_time(started):
+                return True
+        return False
+
+    def end_epoch(self) -> None:
+        self.state.epoch += 1
+        self.state.window = 0
+        self.carried = None  # every epoch starts from a fresh state
+        self.evaluate()
+        self.write_curves()
+        self.save_checkpoint()
+
+    def run(self) -> dict[str, Any]:
+        self.maybe_resume()
+        started = time.monotonic()
+        progress = tqdm(total=self.total_steps, initial=self.state.global_step, desc="Training",
+                        disable=self.args.disable_tqdm or not self.accelerator.is_local_main_process)
+        while self.state.epoch < self.args.num_train_epochs and not self.done():
+            if self.train_epoch(progress, started):
+                break
+            self.end_epoch()
+        progress.close()
+        train_seconds = time.monotonic() - started
+        if self.last_eval_step != self.state.global_step:
+            self.evaluate()
+        self.save_checkpoint()
+        self.write_curves()
+        return self.results(train_seconds)
+
+    def results(self, train_seconds: float) -> dict[str, Any]:
+        count = self.state.train_loss_count
+        return {
+            "train_loss": self.state.train_loss_sum / count if count else math.nan,
+            **self.last_eval,
+            "steps": self.state.global_step,
+            "epochs": self._epoch_progress(),
+            "train_runtime_seconds": train_seconds,
+            "train_tokens_per_second": self.tokens_seen / train_seconds if train_seconds > 0 else math.nan,
+            "num_processes": self.accelerator.num_processes,
+        }
+
+    # ---- the finished model
+    def save_final_model(self, results: dict[str, Any], training_data: str | None = None, **card_kwargs) -> None:
+        """``save_pretrained`` of the model and tokenizer, generation defaults and the model card."""
+        accelerator = self.accelerator
+        accelerator.wait_for_everyone()
+        model = accelerator.unwrap_model(self.model)
+        if accelerator.is_main_process:
+            configure_generation(model, self.tokenizer, self.args.generation_max_new_tokens)
+            model.save_pretrained(self.args.output_dir)
+            if self.tokenizer is not None:
+                self.tokenizer.save_pretrained(self.args.output_dir)
+            hyper = {**engine_card_arguments(self.args, accelerator.num_processes), **self.card_arguments()}
+            write_run_model_card(self.args.output_dir, model, self.tokenizer, results, hyper, training_data,
+                                 **card_kwargs)
+        accelerator.wait_for_everyone()
+
+    def train(self, training_data: str | None = None) -> dict[str, Any]:
+        """Run, save the final model, and return the results."""
+        Path(self.args.output_dir).mkdir(parents=True, exist_ok=True)
+        logger.info(f"Training {type(self.accelerator.unwrap_model(self.model)).__name__} on "
+                    f"{self.accelerator.num_processes} process(es): {len(self.batches)} batches/epoch, "
+                    f"{self.total_steps} updates; {asdict(self.args)}")
+        results = self.run()
+        self.save_final_model(results, training_data)
+        logger.info(f"Done: {results}")
+        return results
+
+
+__all__ = [
+    "OPTIMIZERS",
+    "EngineArguments",
+    "TrainingLoop",
+    "build_optimizer",
+    "configure_generation",
+    "engine_card_arguments",
+    "make_accelerator",
+    "perplexity",
+    "write_run_model_card",
+]

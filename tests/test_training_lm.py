@@ -18,6 +18,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 
 from hf_seqmodels import NNLMConfig, NNLMForCausalLM, RNNConfig, RNNForCausalLM
 from hf_seqmodels.training import LMTrainingArguments, checkpointing, evaluate_causal_lm, train_causal_lm
+from hf_seqmodels.training.cli_common import parse_config_overrides
 from hf_seqmodels.training.data import (
     ShuffledContextWindows,
     StreamWindows,
@@ -26,7 +27,7 @@ from hf_seqmodels.training.data import (
     split_for_validation,
     tokenize_texts,
 )
-from hf_seqmodels.training.lm_cli import build_parser, main, parse_config_overrides
+from hf_seqmodels.training.lm_cli import build_parser, main
 from hf_seqmodels.training.schedules import lr_factor
 
 REPO = Path(__file__).resolve().parents[1]

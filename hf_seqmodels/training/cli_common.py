@@ -1,0 +1,203 @@
+"""What the training command lines share: typed flags from dataclass fields, config overrides,
+logging set-up and the tokenizer (loaded, or trained on the training text)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from accelerate import Accelerator
+from accelerate.logging import get_logger
+
+logger = get_logger(__name__)
+
+TOKENIZER_FIELDS = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+
+ENGINE_HELP = {
+    "output_dir": "folder for checkpoints, the final model, tokenizer, history and plot",
+    "num_train_epochs": "passes over the training data",
+    "max_steps": "stop after this many updates (caps the epochs)",
+    "max_train_minutes": "stop cleanly (evaluate, checkpoint, save) after this many minutes",
+    "optimizer": "sgd or adamw",
+    "lr_scheduler": "zaremba, cosine, noam or constant",
+    "decay_start_epoch": "zaremba: epochs at the initial learning rate",
+    "decay_factor": "zaremba: factor applied each later epoch",
+    "min_lr_ratio": "cosine: final learning rate / initial",
+    "warmup_steps": "linear warm-up updates (noam: the paper's warmup_steps)",
+    "max_grad_norm": "clip the gradient norm to this (none: no clipping)",
+    "checkpointing_steps": "also checkpoint every N updates (checkpoints are always written at epoch ends)",
+    "save_total_limit": "keep at most this many checkpoints (none: all)",
+    "resume_from_checkpoint": "'latest' or a checkpoint folder",
+    "generation_max_new_tokens": "max_new_tokens of the saved generation_config",
+    "mixed_precision": "no, fp16 or bf16 (accelerate)",
+    "use_cpu": "force the CPU even when a GPU is present",
+}
+
+
+def parse_typed(name: str, raw: str, annotation: str) -> Any:
+    """Convert ``raw`` to the type named by a dataclass annotation such as ``"float | int | None"``."""
+    members = [m.strip() for m in str(annotation).split("|")]
+    low = raw.strip().lower()
+    if "None" in members and low in ("none", "null"):
+        return None
+    if "bool" in members and low in ("true", "false", "yes", "no"):
+        return low in ("true", "yes")
+    for kind in (int, float):
+        if kind.__name__ in members:
+            try:
+                return kind(raw)
+            except ValueError:
+                pass
+    if "str" in members:
+        return raw
+    raise ValueError(f"Invalid value {raw!r} for `{name}`: expected {annotation}.")
+
+
+def parse_config_overrides(text: str | None, config_class: type) -> dict[str, Any]:
+    """``"hidden_size=512,cell_type=gru"`` → ``{"hidden_size": 512, "cell_type": "gru"}``, typed by the config's fields."""
+    if not text:
+        return {}
+    fields = {f.name: f.type for f in dataclasses.fields(config_class)}
+    overrides = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep:
+            raise ValueError(f"Invalid --config_overrides item {item!r}: expected key=value.")
+        if key not in fields:
+            raise ValueError(f"Unknown config field {key!r} in --config_overrides for {config_class.__name__}; "
+                             f"known fields: {', '.join(sorted(fields))}.")
+        if key in TOKENIZER_FIELDS:
+            raise ValueError(f"Invalid --config_overrides field {key!r}: it is set from the tokenizer.")
+        overrides[key] = parse_typed(key, raw, fields[key])
+    return overrides
+
+
+def check_model_arguments(args: argparse.Namespace, families: dict[str, type]) -> dict[str, Any]:
+    """Fail fast (before any data is read) on a missing preset or a bad override; returns the overrides."""
+    if args.model_name_or_path:
+        return {}
+    if not args.preset:
+        raise ValueError("Give --preset (a named config of --model_family) or --model_name_or_path.")
+    config_class = families[args.model_family]
+    if args.preset not in config_class.PRESETS:
+        raise ValueError(f"Invalid `--preset`={args.preset!r} for --model_family {args.model_family}: expected one of "
+                         f"{', '.join(config_class.available_presets())}.")
+    return parse_config_overrides(args.config_overrides, config_class)
+
+
+def build_model(args: argparse.Namespace, tokenizer, families: dict[str, type], auto_class):
+    """A fresh ``auto_class`` model from --model_family/--preset/--config_overrides, or --model_name_or_path's."""
+    if args.model_name_or_path:
+        model = auto_class.from_pretrained(args.model_name_or_path)
+        if model.config.vocab_size < len(tokenizer):
+            raise ValueError(f"The model's vocab_size={model.config.vocab_size} is smaller than the tokenizer's "
+                             f"{len(tokenizer)} tokens.")
+        return model
+    overrides = check_model_arguments(args, families)
+    config = families[args.model_family].from_preset(args.preset, **overrides, **tokenizer_config_fields(tokenizer))
+    return auto_class.from_config(config)
+
+
+def add_model_arguments(parser: argparse.ArgumentParser, families: dict[str, type], default: str, examples: str) -> None:
+    model = parser.add_argument_group("model")
+    model.add_argument("--model_family", choices=sorted(families), default=default)
+    model.add_argument("--preset", help=f"named preset of the family's config (e.g. {examples})")
+    model.add_argument("--config_overrides", help='comma-separated config fields, e.g. "hidden_size=512,cell_type=gru"')
+    model.add_argument("--model_name_or_path", help="an existing model folder to continue training instead")
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser, args_class: type, help_texts: dict[str, str]) -> None:
+    """One flag per field of the dataclass ``args_class`` (``--no-x`` turns a boolean off; ``none`` unsets)."""
+    group = parser.add_argument_group(f"training engine ({args_class.__name__})")
+    for f in dataclasses.fields(args_class):
+        annotation = str(f.type)
+        help_text = help_texts.get(f.name, ENGINE_HELP.get(f.name, f.name.replace("_", " ")))
+        if annotation == "bool":
+            group.add_argument(f"--{f.name}", action=argparse.BooleanOptionalAction, default=f.default, help=help_text)
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else None
+        group.add_argument(f"--{f.name}", type=lambda raw, n=f.name, a=annotation: parse_typed(n, raw, a),
+                           default=default, required=f.default is dataclasses.MISSING, help=help_text)
+
+
+def engine_arguments(args: argparse.Namespace, args_class: type):
+    """The ``args_class`` dataclass filled from the parsed flags of :func:`add_engine_arguments`."""
+    return args_class(**{f.name: getattr(args, f.name) for f in dataclasses.fields(args_class)})
+
+
+def configure_logging() -> None:
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    import datasets
+    import transformers
+
+    datasets.utils.logging.set_verbosity_warning()
+    transformers.utils.logging.set_verbosity_warning()
+
+
+def _train_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerator: Accelerator):
+    """Train a tokenizer on the training text (main process), save it in output_dir, load it everywhere."""
+    from transformers import AutoTokenizer
+
+    output_dir = Path(args.output_dir)
+    reuse = args.resume_from_checkpoint is not None and (output_dir / "tokenizer.json").is_file()
+    if not reuse and accelerator.is_main_process:
+        from ..tokenization import train_tokenizer
+
+        output_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=output_dir) as tmp:
+            text_file = Path(tmp) / "train.txt"
+            text_file.write_text("".join(train_texts), encoding="utf-8")
+            sizes = {k: getattr(args, k) for k in ("vocab_size", "min_frequency") if getattr(args, k) is not None}
+            tokenizer = train_tokenizer([str(text_file)], kind=args.tokenizer_kind, **sizes)
+        tokenizer.save_pretrained(output_dir)
+        logger.info(f"Trained a {args.tokenizer_kind} tokenizer of {len(tokenizer)} tokens on the training text.")
+    accelerator.wait_for_everyone()
+    return AutoTokenizer.from_pretrained(output_dir)
+
+
+def load_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerator: Accelerator):
+    """The tokenizer of --tokenizer_name_or_path, of --model_name_or_path, or one trained on ``train_texts``."""
+    from transformers import AutoTokenizer
+
+    source = args.tokenizer_name_or_path or args.model_name_or_path
+    if source:
+        return AutoTokenizer.from_pretrained(source)
+    return _train_tokenizer(args, train_texts, accelerator)
+
+
+def add_tokenizer_arguments(parser: argparse.ArgumentParser, default_kind: str) -> None:
+    tok = parser.add_argument_group("tokenizer")
+    tok.add_argument("--tokenizer_name_or_path", help="an existing tokenizer folder")
+    tok.add_argument("--tokenizer_kind", default=default_kind,
+                     help="kind of tokenizer to train: char, word, bpe, wordpiece, unigram")
+    tok.add_argument("--vocab_size", type=int, help="vocabulary size of a trained tokenizer (None: train_tokenizer's)")
+    tok.add_argument("--min_frequency", type=int,
+                     help="minimum count of a token of a trained tokenizer (None: train_tokenizer's)")
+
+
+def tokenizer_config_fields(tokenizer) -> dict[str, Any]:
+    """``vocab_size`` and the pad/bos/eos ids a model config takes from its tokenizer."""
+    return {"vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id,
+            "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}
+
+
+__all__ = [
+    "ENGINE_HELP",
+    "TOKENIZER_FIELDS",
+    "add_engine_arguments",
+    "add_tokenizer_arguments",
+    "add_model_arguments",
+    "build_model",
+    "check_model_arguments",
+    "configure_logging",
+    "engine_arguments",
+    "load_tokenizer",
+    "parse_config_overrides",
+    "parse_typed",
+    "tokenizer_config_fields",
+]

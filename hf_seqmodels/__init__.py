@@ -13,6 +13,11 @@ from .models import (
     RNNForSequenceClassification,
     RNNForTokenClassification,
     RNNModel,
+    TransformerConfig,
+    TransformerForCausalLM,
+    TransformerForConditionalGeneration,
+    TransformerLMConfig,
+    TransformerModel,
 )
 from .registry import register_all
 
@@ -29,5 +34,10 @@ __all__ = [
     "RNNForTokenClassification",
     "RNNModel",
     "RecurrentState",
+    "TransformerConfig",
+    "TransformerForCausalLM",
+    "TransformerForConditionalGeneration",
+    "TransformerLMConfig",
+    "TransformerModel",
     "__version__",
 ]

@@ -12,6 +12,7 @@ from transformers import (
     AutoConfig,
     AutoModel,
     AutoModelForCausalLM,
+    AutoModelForSeq2SeqLM,
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
 )
@@ -24,6 +25,11 @@ from .models import (
     RNNForSequenceClassification,
     RNNForTokenClassification,
     RNNModel,
+    TransformerConfig,
+    TransformerForCausalLM,
+    TransformerForConditionalGeneration,
+    TransformerLMConfig,
+    TransformerModel,
 )
 
 FAMILIES = {
@@ -34,6 +40,8 @@ FAMILIES = {
         AutoModelForSequenceClassification: RNNForSequenceClassification,
         AutoModelForTokenClassification: RNNForTokenClassification,
     },
+    TransformerConfig: {AutoModel: TransformerModel, AutoModelForSeq2SeqLM: TransformerForConditionalGeneration},
+    TransformerLMConfig: {AutoModelForCausalLM: TransformerForCausalLM},
 }
 
 _registered = False

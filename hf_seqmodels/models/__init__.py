@@ -7,11 +7,14 @@ weights, so everything here imports only torch, transformers, the standard libra
 * ``recurrent_stack.py`` – the fused RNN/LSTM/GRU stack with padding handling;
 * ``state_cache.py`` – the recurrent generation cache and its beam reordering;
 * ``stateful_generation.py`` – generate() support and the LM loss of models whose cache is a state;
+* ``multi_head_attention.py``, ``positional_encoding.py``, ``feed_forward.py`` – the attention, position
+  and feed-forward blocks of the Transformer family (and BERT); ``transformer_layers.py`` – its layers;
 * ``config_utils.py`` – presets and config validation; ``input_checks.py`` – input validation.
 """
 
 from .configuration_nnlm import NNLMConfig
 from .configuration_rnn import RNNConfig
+from .configuration_transformer import TransformerConfig, TransformerLMConfig
 from .modeling_nnlm import NNLMForCausalLM, NNLMPreTrainedModel
 from .modeling_rnn import (
     RNNForCausalLM,
@@ -20,6 +23,13 @@ from .modeling_rnn import (
     RNNModel,
     RNNPreTrainedModel,
 )
+from .modeling_transformer import (
+    TransformerForCausalLM,
+    TransformerForConditionalGeneration,
+    TransformerModel,
+    TransformerPreTrainedModel,
+)
+from .multi_head_attention import MultiHeadAttention
 from .recurrent_stack import RecurrentStack
 from .state_cache import RecurrentState
 
@@ -35,4 +45,11 @@ __all__ = [
     "RNNPreTrainedModel",
     "RecurrentStack",
     "RecurrentState",
+    "MultiHeadAttention",
+    "TransformerConfig",
+    "TransformerForCausalLM",
+    "TransformerForConditionalGeneration",
+    "TransformerLMConfig",
+    "TransformerModel",
+    "TransformerPreTrainedModel",
 ]

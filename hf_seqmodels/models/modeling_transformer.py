@@ -1,0 +1,444 @@
+"""The Transformer of "Attention Is All You Need" (Vaswani et al. 2017): encoder-decoder and decoder-only.
+
+* :class:`TransformerEncoder` – embeddings, then ``N`` × (self-attention, feed-forward);
+* :class:`TransformerDecoder` – embeddings, then ``N`` × (masked self-attention, encoder-decoder attention,
+  feed-forward); without the encoder-decoder attention it is the GPT-style decoder-only stack;
+* :class:`TransformerModel`, :class:`TransformerForConditionalGeneration` (the translation model: final
+  linear + softmax over the target vocabulary) and :class:`TransformerForCausalLM`.
+
+The layers are in ``transformer_layers.py``, attention in ``multi_head_attention.py``. During generation
+the decoder's self-attention keys and values grow in a ``DynamicCache``; the encoder-decoder attention
+projects the encoder output once into the ``EncoderDecoderCache``'s cross-attention cache.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPastAndCrossAttentions,
+    CausalLMOutputWithPast,
+    Seq2SeqLMOutput,
+    Seq2SeqModelOutput,
+)
+from transformers.utils.generic import can_return_tuple
+
+from .configuration_transformer import TransformerConfig, TransformerConfigBase, TransformerLMConfig
+from .input_checks import check_input_ids, current_mask
+from .multi_head_attention import attention_bias
+from .positional_encoding import build_positional_encoding, position_ids_from_mask
+from .transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
+
+
+class TransformerEmbeddings(nn.Module):
+    r"""Input of a stack: :math:`\mathrm{Dropout}(E[w] \cdot \sqrt{d_{model}} + PE(pos))` (sections 3.4, 3.5).
+
+    ``embed_tokens`` is passed in, so the encoder and decoder can share one matrix.
+    """
+
+    def __init__(self, config: TransformerConfigBase, embed_tokens: nn.Embedding):
+        super().__init__()
+        self.embed_tokens = embed_tokens
+        self.scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.embed_positions = build_positional_encoding(
+            config.position_embedding_type, config.d_model, config.max_position_embeddings
+        )
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, input_ids: torch.LongTensor, position_ids: torch.LongTensor) -> torch.Tensor:
+        tokens = self.embed_tokens(input_ids) * self.scale  # (B, T, d)
+        return self.dropout(tokens + self.embed_positions(position_ids).to(tokens.dtype))  # (B, T, d)
+
+
+def final_norm(config: TransformerConfigBase) -> nn.LayerNorm | None:
+    """Pre-norm stacks end with a LayerNorm (their last sub-layer output is not normalised); post-norm ones don't."""
+    return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.normalize_before else None
+
+
+class TransformerEncoder(nn.Module):
+    """``N`` encoder layers over the embedded source; padding is masked out of every attention."""
+
+    def __init__(self, config: TransformerConfig, embed_tokens: nn.Embedding):
+        super().__init__()
+        self.config = config
+        self.embeddings = TransformerEmbeddings(config, embed_tokens)
+        self.layers = nn.ModuleList(
+            TransformerEncoderLayer(config, config.encoder_attention_heads, config.encoder_ffn_dim)
+            for _ in range(config.encoder_layers)
+        )
+        self.final_norm = final_norm(config)
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutput:
+        """``input_ids`` ``(B, S)``, ``attention_mask`` ``(B, S)`` (0 = padding). Returns ``last_hidden_state``
+        ``(B, S, d_model)``, ``hidden_states`` (``N + 1`` tensors) and ``attentions`` (``N`` × ``(B, H, S, S)``)."""
+        check_input_ids(input_ids, self.config.vocab_size)
+        mask = current_mask(attention_mask, input_ids)
+        length = input_ids.shape[1]
+        x = self.embeddings(input_ids, position_ids_from_mask(mask, 0, length, input_ids.device))  # (B, S, d)
+        bias = attention_bias(mask, length, length, causal=False, dtype=x.dtype, device=x.device)
+        hidden_states, attentions = [], []
+        for layer in self.layers:
+            hidden_states.append(x)
+            x, weights = layer(x, attention_mask=bias, output_attentions=bool(output_attentions))
+            attentions.append(weights)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return BaseModelOutput(
+            last_hidden_state=x,
+            hidden_states=(*hidden_states, x) if output_hidden_states else None,
+            attentions=tuple(attentions) if output_attentions else None,
+        )
+
+
+class TransformerDecoder(nn.Module):
+    """``N`` decoder layers over the embedded target prefix, with the causal mask (position ``t`` sees
+    positions ``<= t`` only). ``cross_attention=False`` gives the decoder-only language model."""
+
+    def __init__(self, config: TransformerConfigBase, embed_tokens: nn.Embedding, cross_attention: bool):
+        super().__init__()
+        self.config = config
+        self.cross_attention = cross_attention
+        self.embeddings = TransformerEmbeddings(config, embed_tokens)
+        self.layers = nn.ModuleList(
+            TransformerDecoderLayer(config, config.decoder_attention_heads, config.decoder_ffn_dim, i, cross_attention)
+            for i in range(config.decoder_layers)
+        )
+        self.final_norm = final_norm(config)
+
+    def new_cache(self) -> Cache:
+        return EncoderDecoderCache(DynamicCache(), DynamicCache()) if self.cross_attention else DynamicCache()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        """
+        Args:
+            input_ids: ``(B, T)`` the newest target tokens (all of them without a cache).
+            attention_mask: ``(B, past + T)``, 0 = padding (left padding of decoder-only prompts).
+            encoder_hidden_states: ``(B, S, d_model)``; encoder_attention_mask ``(B, S)``.
+            past_key_values: the cache of earlier steps, extended in place.
+
+        Returns:
+            ``last_hidden_state`` ``(B, T, d_model)``, ``past_key_values``, ``hidden_states`` (``N + 1`` ×
+            ``(B, T, d_model)``), ``attentions`` (``N`` × ``(B, H, T, past + T)``), ``cross_attentions``
+            (``N`` × ``(B, H, T, S)``).
+        """
+        check_input_ids(input_ids, self.config.vocab_size)
+        if self.cross_attention and encoder_hidden_states is None:
+            raise ValueError("the encoder-decoder's decoder needs `encoder_hidden_states` (the encoder output)")
+        use_cache = use_cache if use_cache is not None else self.config.use_cache
+        if use_cache and past_key_values is None:
+            past_key_values = self.new_cache()
+        past = past_key_values.get_seq_length() if past_key_values is not None else 0
+        length = input_ids.shape[1]
+        if attention_mask is not None and attention_mask.shape != (input_ids.shape[0], past + length):
+            raise ValueError(f"`attention_mask` must have shape (batch, past + new tokens) = "
+                             f"{(input_ids.shape[0], past + length)}, got {tuple(attention_mask.shape)}")
+        x = self.embeddings(input_ids, position_ids_from_mask(attention_mask, past, length, input_ids.device))
+        self_bias = attention_bias(attention_mask, length, past + length, causal=True, dtype=x.dtype, device=x.device)
+        cross_bias = None
+        if self.cross_attention:
+            source = encoder_hidden_states.shape[1]
+            cross_bias = attention_bias(encoder_attention_mask, length, source, False, x.dtype, x.device)
+        hidden_states, self_attentions, cross_attentions = [], [], []
+        for layer in self.layers:
+            hidden_states.append(x)
+            x, self_weights, cross_weights = layer(
+                x, attention_mask=self_bias, encoder_hidden_states=encoder_hidden_states,
+                encoder_attention_mask=cross_bias, past_key_values=past_key_values,
+                output_attentions=bool(output_attentions),
+            )
+            self_attentions.append(self_weights)
+            cross_attentions.append(cross_weights)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=x,
+            past_key_values=past_key_values if use_cache else None,
+            hidden_states=(*hidden_states, x) if output_hidden_states else None,
+            attentions=tuple(self_attentions) if output_attentions else None,
+            cross_attentions=tuple(cross_attentions) if output_attentions and self.cross_attention else None,
+        )
+
+
+def token_cross_entropy(
+    logits: torch.Tensor, labels: torch.Tensor, label_smoothing: float, num_items_in_batch=None
+) -> torch.Tensor:
+    r"""Mean over the labels that are not ``-100`` of the cross-entropy with the smoothed target
+    :math:`q = (1 - \epsilon_{ls})\,\mathrm{onehot}(y) + \epsilon_{ls} / V`. Trainer's ``num_items_in_batch``
+    (labels in all accumulated micro-batches) replaces the count, so gradient accumulation averages right."""
+    loss = nn.functional.cross_entropy(
+        logits.flatten(0, 1).float(), labels.flatten().to(logits.device),
+        ignore_index=-100, label_smoothing=label_smoothing, reduction="sum",
+    )
+    count = num_items_in_batch if num_items_in_batch is not None else (labels != -100).sum()
+    return loss / count
+
+
+def shift_tokens_right(labels: torch.LongTensor, pad_token_id: int, decoder_start_token_id: int) -> torch.LongTensor:
+    """Decoder inputs for teacher forcing: ``[start, y_1, ..., y_{T-1}]`` (``-100`` becomes padding)."""
+    shifted = labels.new_full(labels.shape, pad_token_id)
+    shifted[:, 1:] = labels[:, :-1]
+    shifted[:, 0] = decoder_start_token_id
+    return shifted.masked_fill(shifted == -100, pad_token_id)
+
+
+class TransformerPreTrainedModel(PreTrainedModel):
+    config_class = TransformerConfig
+    config: TransformerConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    _no_split_modules = ["TransformerEncoderLayer", "TransformerDecoderLayer"]
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """Xavier-uniform linear maps with zero biases (as in the reference implementations), embeddings
+        from ``N(0, 1/d_model)`` so that the scaled embeddings have unit variance, LayerNorms at (1, 0)."""
+        if isinstance(module, nn.Linear):
+            init.xavier_uniform_(module.weight)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5)
+        else:
+            super()._init_weights(module)
+
+
+class TransformerModel(TransformerPreTrainedModel):
+    """Encoder and decoder, without the output layer. With ``share_encoder_decoder_embeddings`` both stacks
+    use one embedding matrix (``encoder.embeddings.embed_tokens``)."""
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__(config)
+        source_embeddings = nn.Embedding(config.vocab_size, config.d_model)
+        shared = config.share_encoder_decoder_embeddings
+        target_embeddings = source_embeddings if shared else nn.Embedding(config.vocab_size, config.d_model)
+        self.encoder = TransformerEncoder(config, source_embeddings)
+        self.decoder = TransformerDecoder(config, target_embeddings, cross_attention=True)
+        if shared:
+            self._tied_weights_keys = {"decoder.embeddings.embed_tokens.weight": "encoder.embeddings.embed_tokens.weight"}
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.encoder.embeddings.embed_tokens
+
+    def set_input_embeddings(self, value):
+        self.encoder.embeddings.embed_tokens = value
+        if self.config.share_encoder_decoder_embeddings:
+            self.decoder.embeddings.embed_tokens = value
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        past_key_values: Cache | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> Seq2SeqModelOutput:
+        """``input_ids`` ``(B, S)`` source, ``decoder_input_ids`` ``(B, T)`` target prefix; ``encoder_outputs``
+        (from an earlier call or ``generate``) skips the encoder. Shapes as in the two stacks' docs."""
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(input_ids, attention_mask, output_attentions, output_hidden_states)
+        elif not isinstance(encoder_outputs, BaseModelOutput):
+            encoder_outputs = BaseModelOutput(*encoder_outputs)
+        decoder_outputs = self.decoder(
+            decoder_input_ids, attention_mask=decoder_attention_mask,
+            encoder_hidden_states=encoder_outputs.last_hidden_state, encoder_attention_mask=attention_mask,
+            past_key_values=past_key_values, use_cache=use_cache,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+        )
+        return Seq2SeqModelOutput(
+            last_hidden_state=decoder_outputs.last_hidden_state,
+            past_key_values=decoder_outputs.past_key_values,
+            decoder_hidden_states=decoder_outputs.hidden_states,
+            decoder_attentions=decoder_outputs.attentions,
+            cross_attentions=decoder_outputs.cross_attentions,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
+
+
+class TransformerForConditionalGeneration(TransformerPreTrainedModel, GenerationMixin):
+    r"""The translation model: :math:`p(y_t \mid y_{<t}, x) = \mathrm{softmax}(h_t W_{out})`, :math:`h_t` the
+    decoder output. ``tie_word_embeddings`` shares :math:`W_{out}` with the target embeddings; with
+    ``share_encoder_decoder_embeddings`` too, one matrix serves all three (the paper's setting)."""
+
+    _tied_weights_keys = {"lm_head.weight": "model.decoder.embeddings.embed_tokens.weight"}
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__(config)
+        self.model = TransformerModel(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        if config.share_encoder_decoder_embeddings:
+            self._tied_weights_keys = {"lm_head.weight": "model.encoder.embeddings.embed_tokens.weight"}
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.model.get_input_embeddings()
+
+    def set_input_embeddings(self, value):
+        self.model.set_input_embeddings(value)
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def set_output_embeddings(self, new_embeddings):
+        self.lm_head = new_embeddings
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.LongTensor) -> torch.LongTensor:
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        past_key_values: Cache | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
+        **kwargs,
+    ) -> Seq2SeqLMOutput:
+        """
+        Args:
+            labels: ``(B, T)`` target tokens, ``-100`` ignored. Without ``decoder_input_ids`` the decoder
+                reads the labels shifted right behind ``decoder_start_token_id`` (teacher forcing).
+
+        Returns:
+            ``Seq2SeqLMOutput``: ``loss`` (label-smoothed with ``config.label_smoothing``), ``logits``
+            ``(B, T, vocab_size)`` and the fields of :class:`TransformerModel`.
+        """
+        if labels is not None and decoder_input_ids is None:
+            decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        out = self.model(
+            input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask, encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values, use_cache=use_cache,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+        )
+        logits = self.lm_head(out.last_hidden_state)  # (B, T, V)
+        loss = None
+        if labels is not None:
+            loss = token_cross_entropy(logits, labels, self.config.label_smoothing, num_items_in_batch)
+        return Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=out.past_key_values,
+            decoder_hidden_states=out.decoder_hidden_states,
+            decoder_attentions=out.decoder_attentions,
+            cross_attentions=out.cross_attentions,
+            encoder_last_hidden_state=out.encoder_last_hidden_state,
+            encoder_hidden_states=out.encoder_hidden_states,
+            encoder_attentions=out.encoder_attentions,
+        )
+
+
+class TransformerForCausalLM(TransformerPreTrainedModel, GenerationMixin):
+    r"""Decoder-only (GPT-style) language model: the decoder stack without encoder-decoder attention,
+    :math:`p(w_t \mid w_{<t}) = \mathrm{softmax}(h_t W_{out})`, with :math:`W_{out}` tied to the embeddings
+    when ``tie_word_embeddings``. The cache is a ``DynamicCache`` of the self-attention keys and values."""
+
+    config_class = TransformerLMConfig
+    config: TransformerLMConfig
+    _tied_weights_keys = {"lm_head.weight": "model.embeddings.embed_tokens.weight"}
+
+    def __init__(self, config: TransformerLMConfig):
+        super().__init__(config)
+        self.model = TransformerDecoder(config, nn.Embedding(config.vocab_size, config.d_model), cross_attention=False)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.model.embeddings.embed_tokens
+
+    def set_input_embeddings(self, value):
+        self.model.embeddings.embed_tokens = value
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def set_output_embeddings(self, new_embeddings):
+        self.lm_head = new_embeddings
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
+        **kwargs,
+    ) -> CausalLMOutputWithPast:
+        """
+        Args:
+            input_ids: ``(B, T)``; with ``past_key_values``, only the tokens after the cached ones.
+            attention_mask: ``(B, past + T)``, 0 = padding (left-pad prompts for batched generation).
+            labels: ``(B, T)``, shifted inside (token ``t`` predicts ``t + 1``), ``-100`` ignored.
+
+        Returns:
+            ``CausalLMOutputWithPast``: ``loss``, ``logits`` ``(B, T, vocab_size)``, the ``DynamicCache``,
+            ``hidden_states`` (``N + 1`` × ``(B, T, d_model)``) and ``attentions`` (``N`` × ``(B, H, T, past + T)``).
+        """
+        out = self.model(
+            input_ids, attention_mask=attention_mask, past_key_values=past_key_values, use_cache=use_cache,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+        )
+        logits = self.lm_head(out.last_hidden_state)  # (B, T, V)
+        loss = None
+        if labels is not None:
+            loss = token_cross_entropy(
+                logits[:, :-1], labels[:, 1:], self.config.label_smoothing, num_items_in_batch
+            )
+        return CausalLMOutputWithPast(
+            loss=loss, logits=logits, past_key_values=out.past_key_values,
+            hidden_states=out.hidden_states, attentions=out.attentions,
+        )
+
+
+__all__ = [
+    "TransformerDecoder",
+    "TransformerEncoder",
+    "TransformerForCausalLM",
+    "TransformerForConditionalGeneration",
+    "TransformerModel",
+    "TransformerPreTrainedModel",
+]

@@ -1,0 +1,148 @@
+"""Multi-head scaled dot-product attention, shared by every attention-based family (Transformer, BERT).
+
+The product itself goes through transformers' attention interface, so ``attn_implementation="eager"``
+runs :func:`scaled_dot_product_attention` below and ``"sdpa"`` runs ``torch``'s fused kernel, with the
+same result. Masks are additive float tensors ``(batch | 1, 1, query_len, key_len)`` built by
+:func:`attention_bias`.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers.cache_utils import Cache, EncoderDecoderCache
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+
+def scaled_dot_product_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r""":math:`\mathrm{Attention}(Q, K, V) = \mathrm{softmax}(Q K^\top / \sqrt{d_k} + M)\, V` (the eager path).
+
+    ``query`` ``(B, H, T, d_k)``, ``key``/``value`` ``(B, H, S, d_k)``, ``attention_mask`` ``M`` additive,
+    broadcastable to ``(B, H, T, S)``. Returns the output ``(B, T, H, d_k)`` and the weights ``(B, H, T, S)``.
+    """
+    scores = torch.matmul(query, key.transpose(-2, -1)) * scaling  # (B, H, T, S)
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    weights = nn.functional.dropout(scores.softmax(dim=-1), p=dropout, training=module.training)
+    output = torch.matmul(weights, value)  # (B, H, T, d_k)
+    return output.transpose(1, 2).contiguous(), weights  # (B, T, H, d_k)
+
+
+def attention_bias(
+    key_padding_mask: torch.Tensor | None,
+    query_length: int,
+    key_length: int,
+    causal: bool,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> torch.Tensor | None:
+    """The additive mask ``M``: 0 where query ``i`` may attend to key ``j``, the lowest float elsewhere.
+
+    ``key_padding_mask`` ``(B, S)`` has 1 for real keys and 0 for padding. ``causal`` hides the future:
+    the ``T`` queries are the last ``T`` of the ``S`` positions (earlier ones come from the cache), so
+    query ``i`` sees keys ``j <= S - T + i``. Returns ``(B | 1, 1, T, S)``, or None when nothing is hidden.
+    """
+    allowed = None
+    if key_padding_mask is not None:
+        allowed = key_padding_mask[:, None, None, :].bool()  # (B, 1, 1, S)
+    if causal and query_length > 1:
+        past = key_length - query_length
+        future = torch.ones(query_length, key_length, dtype=torch.bool, device=device).triu(past + 1)
+        allowed = ~future[None, None] if allowed is None else allowed & ~future  # (B | 1, 1, T, S)
+    if allowed is None:
+        return None
+    bias = torch.zeros(allowed.shape, dtype=dtype, device=device)
+    return bias.masked_fill(~allowed, torch.finfo(dtype).min)
+
+
+class MultiHeadAttention(nn.Module):
+    r"""Multi-head attention (Vaswani et al. 2017, section 3.2.2):
+
+    .. math::
+        \mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h) W^O, \quad
+        \mathrm{head}_i = \mathrm{Attention}(Q W_i^Q, K W_i^K, V W_i^V)
+
+    with :math:`d_k = d_{model} / h`. Self-attention takes queries, keys and values from
+    ``hidden_states``; cross-attention takes keys and values from ``key_value_states`` (the encoder output).
+
+    ``config._attn_implementation`` picks the kernel. With a cache, self-attention appends the new keys
+    and values to ``past_key_values`` at ``layer_idx``; cross-attention projects the encoder output once
+    and reads it back from ``EncoderDecoderCache.cross_attention_cache`` at every later step.
+    """
+
+    is_causal = False  # the causal mask is always passed explicitly in ``attention_mask``
+
+    def __init__(self, config, hidden_size: int, num_heads: int, dropout: float, layer_idx: int | None = None):
+        super().__init__()
+        if hidden_size % num_heads:
+            raise ValueError(f"hidden size {hidden_size} is not divisible by the number of heads {num_heads}")
+        self.config = config
+        self.num_heads = num_heads
+        self.head_dim = hidden_size // num_heads  # d_k = d_v = d_model / h
+        self.scaling = self.head_dim**-0.5  # 1 / sqrt(d_k)
+        self.dropout = dropout
+        self.layer_idx = layer_idx
+        self.q_proj = nn.Linear(hidden_size, hidden_size)  # W^Q for all heads at once
+        self.k_proj = nn.Linear(hidden_size, hidden_size)  # W^K
+        self.v_proj = nn.Linear(hidden_size, hidden_size)  # W^V
+        self.out_proj = nn.Linear(hidden_size, hidden_size)  # W^O
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T, d_k)
+
+    def keys_and_values(self, states, past_key_values, cross: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        if isinstance(past_key_values, EncoderDecoderCache):
+            if cross and past_key_values.is_updated.get(self.layer_idx):
+                layer = past_key_values.cross_attention_cache.layers[self.layer_idx]
+                return layer.keys, layer.values  # projected once, at the first decoding step
+            cache = past_key_values.cross_attention_cache if cross else past_key_values.self_attention_cache
+        else:
+            cache = past_key_values
+        key, value = self.split_heads(self.k_proj(states)), self.split_heads(self.v_proj(states))  # (B, H, S, d_k)
+        if cache is not None:
+            key, value = cache.update(key, value, self.layer_idx)  # self-attention: (B, H, past + S, d_k)
+            if cross:
+                past_key_values.is_updated[self.layer_idx] = True
+        return key, value
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_value_states: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """
+        Args:
+            hidden_states: queries' source ``(B, T, d_model)``.
+            key_value_states: keys' and values' source ``(B, S, d_model)`` for cross-attention.
+            attention_mask: additive mask broadcastable to ``(B, H, T, S)`` (see :func:`attention_bias`).
+            past_key_values: a ``Cache`` (self-attention only) or an ``EncoderDecoderCache``.
+            output_attentions: also return the weights; sdpa does not compute them, so such a call
+                runs the eager function (the same numbers).
+
+        Returns:
+            The output ``(B, T, d_model)`` and the weights ``(B, H, T, S)`` or None.
+        """
+        cross = key_value_states is not None
+        query = self.split_heads(self.q_proj(hidden_states))  # (B, H, T, d_k)
+        states = key_value_states if cross else hidden_states
+        key, value = self.keys_and_values(states, past_key_values, cross)  # (B, H, S, d_k)
+        implementation = "eager" if output_attentions else self.config._attn_implementation
+        attend = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, scaled_dot_product_attention)
+        output, weights = attend(
+            self, query, key, value, attention_mask,
+            scaling=self.scaling, dropout=self.dropout if self.training else 0.0,
+        )  # (B, T, H, d_k)
+        output = self.out_proj(output.reshape(*hidden_states.shape[:-1], -1))  # concat heads: (B, T, d_model)
+        return output, weights if output_attentions else None

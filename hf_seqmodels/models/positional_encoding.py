@@ -1,0 +1,74 @@
+"""Positional encodings: the fixed sinusoids of Vaswani et al. (2017) and learned position embeddings.
+
+Both map position ids ``(batch, time)`` to vectors ``(batch, time, hidden_size)`` that are added to the
+token embeddings. Position ids come from the attention mask, so a left-padded sentence gets the same
+positions ``0, 1, 2, ...`` as the sentence alone.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    r"""The fixed encoding of "Attention Is All You Need", section 3.5:
+
+    .. math::
+        PE_{(pos, 2i)} = \sin(pos / 10000^{2i / d_{model}}), \quad
+        PE_{(pos, 2i+1)} = \cos(pos / 10000^{2i / d_{model}})
+
+    Computed on the fly in float32 (no table, no parameters), so it has no maximum length.
+    """
+
+    def __init__(self, hidden_size: int, base: float = 10000.0):
+        super().__init__()
+        if hidden_size % 2:
+            raise ValueError(f"the sinusoidal encoding needs an even hidden size, got {hidden_size}")
+        self.hidden_size = hidden_size
+        self.base = base
+
+    def forward(self, position_ids: torch.LongTensor) -> torch.Tensor:
+        two_i = torch.arange(0, self.hidden_size, 2, device=position_ids.device, dtype=torch.float32)
+        inv_freq = torch.exp(-math.log(self.base) * two_i / self.hidden_size)  # 1 / 10000^(2i/d), (d/2,)
+        angles = position_ids.float()[..., None] * inv_freq  # (B, T, d/2)
+        encoding = torch.stack([angles.sin(), angles.cos()], dim=-1)  # (B, T, d/2, 2): sin at 2i, cos at 2i+1
+        return encoding.flatten(-2)  # (B, T, d)
+
+
+class LearnedPositionalEmbedding(nn.Embedding):
+    """One trained vector per position ``0 .. max_position_embeddings - 1`` (the paper's alternative)."""
+
+    def forward(self, position_ids: torch.LongTensor) -> torch.Tensor:
+        if int(position_ids.max()) >= self.num_embeddings:
+            raise ValueError(
+                f"position {int(position_ids.max())} is past max_position_embeddings={self.num_embeddings} "
+                "of the learned position embeddings; use shorter inputs or a larger max_position_embeddings."
+            )
+        return super().forward(position_ids)
+
+
+def build_positional_encoding(kind: str, hidden_size: int, max_positions: int) -> nn.Module:
+    if kind == "sinusoidal":
+        return SinusoidalPositionalEncoding(hidden_size)
+    if kind == "learned":
+        return LearnedPositionalEmbedding(max_positions, hidden_size)
+    raise ValueError(f"unknown position embedding type {kind!r}; expected one of {POSITION_EMBEDDING_TYPES}")
+
+
+def position_ids_from_mask(
+    attention_mask: torch.Tensor | None, past_length: int, length: int, device: torch.device
+) -> torch.LongTensor:
+    """Positions of the ``length`` newest tokens, ``(batch | 1, length)``.
+
+    Without a mask they are ``past_length, ..., past_length + length - 1``. With a ``(batch, past + length)``
+    mask they count only real tokens (padding gets position 0), so padding never shifts a position.
+    """
+    if attention_mask is None:
+        return torch.arange(past_length, past_length + length, device=device)[None]
+    positions = attention_mask.long().cumsum(-1) - 1  # (B, past + T)
+    return positions.clamp(min=0)[:, -length:]

@@ -1,0 +1,316 @@
+"""Tests of the Transformer family: the encoder-decoder, the decoder-only LM and their shared blocks."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from model_test_utils import left_pad, random_ids, right_pad
+from torch import nn
+from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
+
+import hf_seqmodels  # noqa: F401  (registers the Auto classes)
+from hf_seqmodels import (
+    TransformerConfig,
+    TransformerForCausalLM,
+    TransformerForConditionalGeneration,
+    TransformerLMConfig,
+    TransformerModel,
+)
+from hf_seqmodels.models.config_utils import ConfigValidationError
+from hf_seqmodels.models.positional_encoding import SinusoidalPositionalEncoding
+
+V = 99  # vocabulary of the tiny presets
+
+
+def seq2seq(seed: int = 0, **overrides) -> TransformerForConditionalGeneration:
+    torch.manual_seed(seed)
+    return TransformerForConditionalGeneration(TransformerConfig.from_preset("tiny", **overrides)).eval()
+
+
+def causal_lm(seed: int = 0, **overrides) -> TransformerForCausalLM:
+    torch.manual_seed(seed)
+    return TransformerForCausalLM(TransformerLMConfig.from_preset("tiny", **overrides)).eval()
+
+
+# --- outputs and losses ---------------------------------------------------------------------------
+
+
+def test_seq2seq_output_shapes():
+    model = seq2seq(decoder_layers=3, decoder_attention_heads=2)
+    src, tgt = random_ids(2, 7, V), random_ids(2, 5, V, seed=1)
+    out = model(src, decoder_input_ids=tgt, output_attentions=True, output_hidden_states=True)
+    assert out.logits.shape == (2, 5, V)
+    assert out.encoder_last_hidden_state.shape == (2, 7, 16)
+    assert [h.shape for h in out.encoder_hidden_states] == [(2, 7, 16)] * 3  # embeddings + 2 layers
+    assert [a.shape for a in out.encoder_attentions] == [(2, 4, 7, 7)] * 2
+    assert [h.shape for h in out.decoder_hidden_states] == [(2, 5, 16)] * 4
+    assert [a.shape for a in out.decoder_attentions] == [(2, 2, 5, 5)] * 3
+    assert [a.shape for a in out.cross_attentions] == [(2, 2, 5, 7)] * 3
+    assert out.past_key_values.get_seq_length() == 5
+    base = TransformerModel(model.config).eval()(src, decoder_input_ids=tgt)
+    assert base.last_hidden_state.shape == (2, 5, 16)
+
+
+def test_causal_lm_output_shapes():
+    model = causal_lm()
+    out = model(random_ids(3, 6, V), output_attentions=True, output_hidden_states=True)
+    assert out.logits.shape == (3, 6, V)
+    assert [h.shape for h in out.hidden_states] == [(3, 6, 16)] * 3
+    assert [a.shape for a in out.attentions] == [(3, 4, 6, 6)] * 2
+    assert out.past_key_values.get_seq_length() == 6
+
+
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+def test_seq2seq_loss_is_label_smoothed_cross_entropy_ignoring_minus_100(label_smoothing):
+    model = seq2seq(label_smoothing=label_smoothing).train()
+    src = random_ids(2, 6, V)
+    labels = torch.tensor([[5, 6, 7, 3], [8, 3, -100, -100]])
+    out = model(src, labels=labels)
+    decoder_inputs = torch.tensor([[2, 5, 6, 7], [2, 8, 3, 0]])  # start token, labels shifted right, -100 -> pad
+    model.eval()  # no dropout
+    logits = model(src, decoder_input_ids=decoder_inputs).logits
+    keep = labels != -100
+    expected = nn.functional.cross_entropy(logits[keep], labels[keep], label_smoothing=label_smoothing)
+    assert torch.allclose(model(src, labels=labels).loss, expected, atol=1e-6)
+    out.loss.backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def test_causal_lm_loss_shifts_labels():
+    model = causal_lm(label_smoothing=0.1)
+    ids = random_ids(2, 7, V)
+    out = model(ids, labels=ids)
+    expected = nn.functional.cross_entropy(out.logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1),
+                                           label_smoothing=0.1)
+    assert torch.allclose(out.loss, expected, atol=1e-6)
+
+
+# --- the paper's components -------------------------------------------------------------------------
+
+
+def test_sinusoidal_encoding_equals_the_formula():
+    d = 6
+    encoding = SinusoidalPositionalEncoding(d)(torch.arange(50)[None])[0]  # (50, d)
+    for pos in (0, 1, 7, 49):
+        for i in range(d // 2):
+            angle = pos / 10000 ** (2 * i / d)
+            assert math.isclose(encoding[pos, 2 * i].item(), math.sin(angle), abs_tol=1e-6)
+            assert math.isclose(encoding[pos, 2 * i + 1].item(), math.cos(angle), abs_tol=1e-6)
+
+
+def test_embeddings_are_scaled_by_sqrt_d_model_plus_positions():
+    model = seq2seq()
+    embeddings = model.model.encoder.embeddings
+    ids = random_ids(1, 4, V)
+    expected = embeddings.embed_tokens(ids) * 4.0 + SinusoidalPositionalEncoding(16)(torch.arange(4)[None])
+    assert torch.allclose(embeddings(ids, torch.arange(4)[None]), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("make", [seq2seq, causal_lm])
+def test_changing_a_later_token_never_changes_an_earlier_logit(make):
+    model = make()
+    tokens = random_ids(1, 8, V)
+    changed = tokens.clone()
+    changed[0, 5] = (tokens[0, 5] + 1) % V
+    if make is seq2seq:
+        src = random_ids(1, 6, V, seed=3)
+        before, after = model(src, decoder_input_ids=tokens).logits, model(src, decoder_input_ids=changed).logits
+    else:
+        before, after = model(tokens).logits, model(changed).logits
+    assert torch.allclose(before[:, :5], after[:, :5], atol=1e-6)
+    assert not torch.allclose(before[:, 5:], after[:, 5:])
+
+
+@pytest.mark.parametrize("variant", [dict(), dict(normalize_before=True, position_embedding_type="learned")])
+def test_eager_equals_sdpa(variant):
+    rows = [random_ids(1, n, V, seed=n)[0] for n in (3, 7, 5)]
+    src, src_mask = right_pad(rows)
+    tgt = random_ids(3, 6, V, seed=9)
+    outputs = {}
+    for implementation in ("eager", "sdpa"):
+        torch.manual_seed(0)
+        config = TransformerConfig.from_preset("tiny", attn_implementation=implementation, **variant)
+        model = TransformerForConditionalGeneration(config).eval()
+        assert model.config._attn_implementation == implementation
+        outputs[implementation] = model(src, attention_mask=src_mask, decoder_input_ids=tgt).logits
+    assert torch.allclose(outputs["eager"], outputs["sdpa"], atol=1e-5)
+    lm = {}
+    for implementation in ("eager", "sdpa"):
+        torch.manual_seed(0)
+        config = TransformerLMConfig.from_preset("tiny", attn_implementation=implementation, **variant)
+        ids, mask = left_pad(rows)
+        lm[implementation] = TransformerForCausalLM(config).eval()(ids, attention_mask=mask).logits
+    assert torch.allclose(lm["eager"][mask.bool()], lm["sdpa"][mask.bool()], atol=1e-5)
+
+
+# --- cache, padding, generation ---------------------------------------------------------------------
+
+
+def test_seq2seq_cached_decoding_equals_recomputing_the_prefix():
+    model = seq2seq(decoder_layers=3)
+    src = random_ids(2, 6, V)
+    out = model.generate(src, max_new_tokens=6, min_new_tokens=6, do_sample=False,
+                         output_logits=True, return_dict_in_generate=True)
+    for step, scores in enumerate(out.logits):
+        prefix = out.sequences[:, : step + 1]
+        assert torch.allclose(scores, model(src, decoder_input_ids=prefix).logits[:, -1], atol=1e-5)
+
+
+def test_causal_lm_cached_decoding_equals_recomputing_the_prefix():
+    model = causal_lm()
+    ids = random_ids(2, 5, V)
+    out = model.generate(ids, max_new_tokens=6, min_new_tokens=6, do_sample=False,
+                         output_logits=True, return_dict_in_generate=True)
+    for step, scores in enumerate(out.logits):
+        assert torch.allclose(scores, model(out.sequences[:, : 5 + step]).logits[:, -1], atol=1e-5)
+
+
+@pytest.mark.parametrize("make", [seq2seq, causal_lm])
+def test_generate_with_and_without_cache_gives_the_same_tokens(make):
+    model = make(seed=1)
+    ids = random_ids(2, 5, V)
+    kw = dict(max_new_tokens=8, min_new_tokens=8)
+    for extra in (dict(do_sample=False), dict(num_beams=3, num_return_sequences=2, length_penalty=0.7)):
+        assert torch.equal(model.generate(ids, **kw, **extra), model.generate(ids, **kw, **extra, use_cache=False))
+    torch.manual_seed(7)
+    sampled = model.generate(ids, do_sample=True, top_k=20, **kw)
+    torch.manual_seed(7)
+    assert torch.equal(sampled, model.generate(ids, do_sample=True, top_k=20, use_cache=False, **kw))
+
+
+def test_cross_attention_keys_are_computed_once():
+    model = seq2seq()
+    calls = []
+    model.model.decoder.layers[0].cross_attn.k_proj.register_forward_hook(lambda *args: calls.append(1))
+    model.generate(random_ids(1, 5, V), max_new_tokens=6, min_new_tokens=6, do_sample=False)
+    assert len(calls) == 1
+
+
+def test_padding_never_changes_the_encoder_decoder():
+    model = seq2seq(decoder_layers=3)
+    rows = [random_ids(1, n, V, seed=n)[0] for n in (3, 7, 5)]
+    tgt = random_ids(3, 4, V, seed=1)
+    alone = torch.cat([model(r[None], decoder_input_ids=tgt[i : i + 1]).logits for i, r in enumerate(rows)])
+    for pad in (left_pad, right_pad):
+        src, mask = pad(rows)
+        assert torch.allclose(model(src, attention_mask=mask, decoder_input_ids=tgt).logits, alone, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", [dict(), dict(num_beams=3)])
+@pytest.mark.parametrize("make", [seq2seq, causal_lm])
+def test_padded_batch_generates_what_each_sentence_generates_alone(make, mode):
+    model = make(seed=2)
+    rows = [random_ids(1, n, V, seed=10 + n)[0] for n in (2, 6, 4)]
+    ids, mask = left_pad(rows)
+    kw = dict(max_new_tokens=6, min_new_tokens=6, do_sample=False, **mode)
+    batched = model.generate(ids, attention_mask=mask, **kw)
+    for i, r in enumerate(rows):
+        assert torch.equal(batched[i, -6:], model.generate(r[None], **kw)[0, -6:])
+
+
+# --- tying, presets, configuration errors -------------------------------------------------------------
+
+
+def test_three_way_two_way_and_no_tying():
+    three = seq2seq()
+    embed = three.model.encoder.embeddings.embed_tokens
+    assert three.model.decoder.embeddings.embed_tokens is embed and three.lm_head.weight is embed.weight
+    two = seq2seq(share_encoder_decoder_embeddings=False)
+    assert two.lm_head.weight is two.model.decoder.embeddings.embed_tokens.weight
+    assert two.model.encoder.embeddings.embed_tokens is not two.model.decoder.embeddings.embed_tokens
+    untied = seq2seq(share_encoder_decoder_embeddings=False, tie_word_embeddings=False)
+    assert untied.lm_head.weight is not untied.model.decoder.embeddings.embed_tokens.weight
+    lm = causal_lm()
+    assert lm.lm_head.weight is lm.model.embeddings.embed_tokens.weight
+
+
+@pytest.mark.parametrize("share, tie", [(True, True), (True, False), (False, True), (False, False)])
+def test_save_and_auto_load_keep_outputs_and_tying(tmp_path, share, tie):
+    model = seq2seq(share_encoder_decoder_embeddings=share, tie_word_embeddings=tie)
+    model.save_pretrained(tmp_path)
+    assert AutoConfig.from_pretrained(tmp_path).model_type == "hfsm_transformer"
+    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
+    assert type(loaded) is TransformerForConditionalGeneration
+    src, tgt = random_ids(2, 5, V), random_ids(2, 3, V, seed=1)
+    assert torch.equal(model(src, decoder_input_ids=tgt).logits, loaded(src, decoder_input_ids=tgt).logits)
+    embed = loaded.model.encoder.embeddings.embed_tokens
+    assert (loaded.model.decoder.embeddings.embed_tokens is embed) == share
+    assert (loaded.lm_head.weight is loaded.model.decoder.embeddings.embed_tokens.weight) == tie
+
+
+def test_causal_lm_save_and_auto_load(tmp_path):
+    model = causal_lm()
+    model.save_pretrained(tmp_path)
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    assert type(loaded) is TransformerForCausalLM
+    ids = random_ids(2, 5, V)
+    assert torch.equal(model(ids).logits, loaded(ids).logits)
+
+
+def test_auto_model_registration():
+    config = AutoConfig.for_model("hfsm_transformer", **TransformerConfig.PRESETS["tiny"])
+    assert isinstance(AutoModel.from_config(config), TransformerModel)
+    assert isinstance(AutoModelForSeq2SeqLM.from_config(config), TransformerForConditionalGeneration)
+    lm_config = AutoConfig.for_model("hfsm_transformer_lm", **TransformerLMConfig.PRESETS["tiny"])
+    assert isinstance(AutoModelForCausalLM.from_config(lm_config), TransformerForCausalLM)
+
+
+@pytest.mark.parametrize("preset, low, high", [("transformer-base", 60e6, 66e6), ("transformer-big", 205e6, 215e6)])
+def test_presets_have_the_papers_sizes(preset, low, high):
+    """Table 3 of the paper: 65M and 213M parameters (37k shared vocabulary, three-way tying)."""
+    config = TransformerConfig.from_preset(preset)
+    assert (config.encoder_layers, config.decoder_layers, config.label_smoothing) == (6, 6, 0.1)
+    with torch.device("meta"):
+        model = TransformerForConditionalGeneration(config)
+    assert low < sum(p.numel() for p in model.parameters()) < high
+    assert TransformerLMConfig.from_preset("gpt-1").num_hidden_layers == 12
+
+
+def test_hf_names_map_to_the_config_fields():
+    config = TransformerLMConfig(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64)
+    assert (config.d_model, config.decoder_layers, config.decoder_attention_heads, config.decoder_ffn_dim) == (
+        32, 3, 4, 64)
+    assert TransformerConfig(d_model=64, encoder_attention_heads=4, decoder_attention_heads=4).hidden_size == 64
+
+
+@pytest.mark.parametrize(
+    "overrides, field, value",
+    [
+        (dict(encoder_attention_heads=7), "encoder_attention_heads", 7),
+        (dict(d_model=25, decoder_attention_heads=5, encoder_attention_heads=5), "d_model", 25),
+        (dict(decoder_layers=0), "decoder_layers", 0),
+        (dict(dropout=1.5), "dropout", 1.5),
+        (dict(label_smoothing=-0.1), "label_smoothing", -0.1),
+        (dict(position_embedding_type="rotary"), "position_embedding_type", "rotary"),
+        (dict(activation_function="relu6x"), "activation_function", "relu6x"),
+        (dict(decoder_start_token_id=40000), "decoder_start_token_id", 40000),
+    ],
+)
+def test_bad_config_values_name_the_field_the_value_and_what_is_allowed(overrides, field, value):
+    with pytest.raises(Exception, match=rf"`{field}`={value!r}: expected"):
+        TransformerConfig(**overrides)
+
+
+def test_unknown_preset_lists_the_presets():
+    with pytest.raises(ConfigValidationError, match="transformer-big"):
+        TransformerConfig.from_preset("transformer-huge")
+
+
+def test_learned_positions_refuse_inputs_past_their_length():
+    model = causal_lm(position_embedding_type="learned", max_position_embeddings=8)
+    assert model(random_ids(1, 8, V)).logits.shape == (1, 8, V)
+    with pytest.raises(ValueError, match="max_position_embeddings=8"):
+        model(random_ids(1, 9, V))
+
+
+def test_gradient_checkpointing_gives_the_same_gradients():
+    grads = []
+    for checkpointing in (False, True):
+        model = seq2seq(dropout=0.0).train()
+        if checkpointing:
+            model.activation_checkpointing_enable()
+        model(random_ids(2, 5, V), labels=random_ids(2, 4, V, seed=1)).loss.backward()
+        grads.append(model.model.encoder.layers[0].self_attn.q_proj.weight.grad)
+    assert torch.allclose(grads[0], grads[1], atol=1e-6)

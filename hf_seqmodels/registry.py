@@ -25,6 +25,9 @@ from .models import (
     RNNForSequenceClassification,
     RNNForTokenClassification,
     RNNModel,
+    RNNSeq2SeqConfig,
+    RNNSeq2SeqForConditionalGeneration,
+    RNNSeq2SeqModel,
     TransformerConfig,
     TransformerForCausalLM,
     TransformerForConditionalGeneration,
@@ -40,6 +43,7 @@ FAMILIES = {
         AutoModelForSequenceClassification: RNNForSequenceClassification,
         AutoModelForTokenClassification: RNNForTokenClassification,
     },
+    RNNSeq2SeqConfig: {AutoModel: RNNSeq2SeqModel, AutoModelForSeq2SeqLM: RNNSeq2SeqForConditionalGeneration},
     TransformerConfig: {AutoModel: TransformerModel, AutoModelForSeq2SeqLM: TransformerForConditionalGeneration},
     TransformerLMConfig: {AutoModelForCausalLM: TransformerForCausalLM},
 }

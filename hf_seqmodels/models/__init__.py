@@ -6,14 +6,18 @@ weights, so everything here imports only torch, transformers, the standard libra
 
 * ``recurrent_stack.py`` – the fused RNN/LSTM/GRU stack with padding handling;
 * ``state_cache.py`` – the recurrent generation cache and its beam reordering;
+* ``rnn_attention.py`` – Bahdanau and Luong attention scores; ``attention_state.py`` – the
+  attention decoder's generation cache and the coverage penalty of beam search;
 * ``stateful_generation.py`` – generate() support and the LM loss of models whose cache is a state;
 * ``multi_head_attention.py``, ``positional_encoding.py``, ``feed_forward.py`` – the attention, position
   and feed-forward blocks of the Transformer family (and BERT); ``transformer_layers.py`` – its layers;
 * ``config_utils.py`` – presets and config validation; ``input_checks.py`` – input validation.
 """
 
+from .attention_state import AttentionDecoderState
 from .configuration_nnlm import NNLMConfig
 from .configuration_rnn import RNNConfig
+from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from .configuration_transformer import TransformerConfig, TransformerLMConfig
 from .modeling_nnlm import NNLMForCausalLM, NNLMPreTrainedModel
 from .modeling_rnn import (
@@ -22,6 +26,11 @@ from .modeling_rnn import (
     RNNForTokenClassification,
     RNNModel,
     RNNPreTrainedModel,
+)
+from .modeling_rnn_seq2seq import (
+    RNNSeq2SeqForConditionalGeneration,
+    RNNSeq2SeqModel,
+    RNNSeq2SeqPreTrainedModel,
 )
 from .modeling_transformer import (
     TransformerForCausalLM,
@@ -43,6 +52,11 @@ __all__ = [
     "RNNForTokenClassification",
     "RNNModel",
     "RNNPreTrainedModel",
+    "RNNSeq2SeqConfig",
+    "RNNSeq2SeqForConditionalGeneration",
+    "RNNSeq2SeqModel",
+    "RNNSeq2SeqPreTrainedModel",
+    "AttentionDecoderState",
     "RecurrentStack",
     "RecurrentState",
     "MultiHeadAttention",

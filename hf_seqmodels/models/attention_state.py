@@ -1,0 +1,102 @@
+"""The generation cache of attention decoders, and the coverage penalty that reads it during beam search."""
+
+from __future__ import annotations
+
+import torch
+from transformers import LogitsProcessor
+
+from .state_cache import RecurrentState
+
+
+class AttentionDecoderState(RecurrentState):
+    """What an attention decoder carries from one target token to the next.
+
+    * ``tensors``: the recurrent state, ``(h, c)`` or ``(h,)``, each ``(batch, num_layers, hidden_size)``;
+    * ``input_feed``: Luong's attentional state ``h̃_{t-1}`` ``(batch, hidden_size)``, or None;
+    * ``coverage``: the attention summed over the target so far ``Σ_j α_{j,i}`` ``(batch, src_len)``;
+    * ``attention``: the latest step's weights ``α_{t,i}`` ``(batch, src_len)``;
+    * ``source_mask``: ``(batch, src_len)`` bool, True at real source tokens; None when nothing is padded.
+
+    Like transformers' ``DynamicCache``, the model fills and updates the object it is given in place
+    (an empty one from :meth:`empty` included), so whoever holds it, such as
+    :class:`CoveragePenaltyLogitsProcessor`, sees every step. ``reorder_cache`` follows beam search.
+    """
+
+    def __init__(self, tensors=(), seq_length=0, input_feed=None, coverage=None, attention=None, source_mask=None):
+        super().__init__(tensors, seq_length)
+        self.input_feed = input_feed
+        self.coverage = coverage
+        self.attention = attention
+        self.source_mask = source_mask
+
+    @classmethod
+    def empty(cls) -> AttentionDecoderState:
+        """A state for ``generate(past_key_values=...)`` that the first forward call fills."""
+        return cls()
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.tensors
+
+    def update(self, tensors, input_feed, attention: torch.Tensor | None, source_mask, num_tokens: int) -> None:
+        """Store the state after ``num_tokens`` more target tokens; ``attention`` is ``(batch, num_tokens, src_len)``."""
+        if attention is not None:
+            added = attention.sum(dim=1)  # (B, S)
+            self.coverage = added if self.coverage is None else self.coverage + added
+            self.attention = attention[:, -1]
+        self.tensors, self.input_feed, self.source_mask = tuple(tensors), input_feed, source_mask
+        self.seq_length += num_tokens
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        super().reorder_cache(beam_idx)
+        for name in ("input_feed", "coverage", "attention", "source_mask"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, value.index_select(0, beam_idx.to(value.device)))
+
+
+def coverage_penalty(coverage: torch.Tensor, source_mask: torch.Tensor | None) -> torch.Tensor:
+    """Wu et al. (2016), eq. 14 without β: ``Σ_i log(min(Σ_j α_{j,i}, 1))`` over real source positions.
+
+    ``coverage`` ``(batch, src_len)`` -> ``(batch,)``, always <= 0: source words that received less than
+    a full unit of attention are penalised.
+    """
+    tiny = torch.finfo(coverage.dtype).tiny  # log(0) is undefined; a softmax weight can underflow to 0
+    logs = coverage.clamp(min=tiny, max=1.0).log()
+    if source_mask is not None:
+        logs = logs.masked_fill(~source_mask, 0.0)
+    return logs.sum(dim=-1)
+
+
+class CoveragePenaltyLogitsProcessor(LogitsProcessor):
+    """Adds Wu et al.'s coverage penalty ``β Σ_i log(min(Σ_j α_{j,i}, 1))`` to beam-search scores.
+
+    Beam search accumulates what processors add to the log-probabilities, so at step ``t`` every
+    continuation of a hypothesis gets the *change* of the penalty, ``cp(coverage_t) - cp(coverage_{t-1})``;
+    the sum over a hypothesis is the penalty of its final coverage. The attention of step ``t`` is the
+    one used to predict token ``t``, hence the same for all tokens of a hypothesis: the penalty ranks
+    hypotheses, never the tokens of one. transformers divides the accumulated score by
+    ``length ** length_penalty`` at the end; with ``length_penalty=0`` the final score is exactly
+    ``log P(Y|X) + β cp(X; Y)``.
+
+    Args:
+        state: the :class:`AttentionDecoderState` that the model updates in place (pass it to
+            ``generate`` as ``past_key_values``; ``RNNSeq2SeqForConditionalGeneration.generate(
+            coverage_penalty=β)`` does both).
+        beta: the weight ``β`` (Wu et al. use 0.2).
+    """
+
+    def __init__(self, state: AttentionDecoderState, beta: float):
+        if beta < 0:
+            raise ValueError(f"Invalid `coverage_penalty`={beta!r}: expected a weight >= 0.")
+        self.state = state
+        self.beta = beta
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        state = self.state
+        if state.coverage is None:
+            raise ValueError("The coverage penalty needs a model with attention that fills the given state.")
+        change = coverage_penalty(state.coverage, state.source_mask)  # (B*beams,)
+        if state.seq_length > 1:  # before the first step the penalty is not defined (log 0), not subtracted
+            change = change - coverage_penalty(state.coverage - state.attention, state.source_mask)
+        return scores + self.beta * change.unsqueeze(-1).to(scores.dtype)

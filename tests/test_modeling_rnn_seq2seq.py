@@ -1,0 +1,315 @@
+"""Tests of the RNN encoder-decoder with attention: score formulas, masking, loss, generation, coverage, loading."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from model_test_utils import left_pad, random_ids, right_pad
+from torch.nn import functional as F
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+
+import hf_seqmodels  # noqa: F401  (registers the Auto classes)
+from hf_seqmodels import RNNSeq2SeqConfig, RNNSeq2SeqForConditionalGeneration, RNNSeq2SeqModel
+from hf_seqmodels.models.config_utils import ConfigValidationError
+from hf_seqmodels.models.rnn_attention import AdditiveAttention, LuongAttention, attend
+
+VARIANTS = {
+    "bahdanau-additive-bilstm": dict(),
+    "luong-dot-feed-gru-copy": dict(
+        attention_score="dot", attention_wiring="luong", input_feeding=True, bidirectional_encoder=False,
+        encoder_cell_type="gru", decoder_cell_type="gru", bridge="copy",
+    ),
+    "luong-general-fused": dict(attention_score="general", attention_wiring="luong", decoder_cell_type="gru"),
+    "luong-concat-feed-rnn": dict(
+        attention_score="concat", attention_wiring="luong", input_feeding=True, decoder_cell_type="rnn_tanh",
+    ),
+    "bahdanau-dot-zeros-bridge": dict(attention_score="dot", encoder_hidden_size=8, bridge="zeros"),
+    "none": dict(attention_score="none", encoder_cell_type="gru"),
+}
+ATTENTIVE = [name for name in VARIANTS if name != "none"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """These tiny models run fastest on one thread; on a busy machine two threads are several times slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def tiny_model(variant: str = "bahdanau-additive-bilstm", seed: int = 0, model_class=None, **overrides):
+    torch.manual_seed(seed)
+    config = RNNSeq2SeqConfig.from_preset("tiny", **{**VARIANTS[variant], **overrides})
+    return (model_class or RNNSeq2SeqForConditionalGeneration)(config).eval()
+
+
+def padded_sources(pad=right_pad, lengths=(3, 7, 5)):
+    rows = [random_ids(1, n, 99, seed=n)[0] for n in lengths]
+    return rows, *pad(rows)
+
+
+# --- score functions, checked against the papers' formulas written out one pair at a time -----------
+
+
+@torch.no_grad()
+def by_hand(formula, query, memory):
+    """``formula(s, h) -> scalar`` evaluated for every (batch, target step, source position)."""
+    batch, steps, _ = query.shape
+    return torch.tensor([[[float(formula(query[b, t], memory[b, i])) for i in range(memory.shape[1])]
+                          for t in range(steps)] for b in range(batch)])
+
+
+def test_additive_score_is_bahdanau_formula():
+    torch.manual_seed(0)
+    scorer = AdditiveAttention(query_size=5, memory_size=6, attention_size=4)
+    query, memory = torch.randn(2, 3, 5), torch.randn(2, 4, 6)
+    W_a, U_a, v_a = scorer.query_proj.weight, scorer.memory_proj.weight, scorer.score_proj.weight[0]
+    expected = by_hand(lambda s, h: v_a @ torch.tanh(W_a @ s + U_a @ h), query, memory)
+    assert torch.allclose(scorer(query, scorer.prepare(memory)), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["dot", "general", "concat"])
+def test_luong_scores_are_the_paper_formulas(method):
+    torch.manual_seed(0)
+    memory_size = 5 if method == "dot" else 6
+    scorer = LuongAttention(method, query_size=5, memory_size=memory_size, attention_size=4)
+    query, memory = torch.randn(2, 3, 5), torch.randn(2, 4, memory_size)
+    formulas = {
+        "dot": lambda s, h: s @ h,
+        "general": lambda s, h: s @ scorer.memory_proj.weight @ h,
+        "concat": lambda s, h: scorer.score_proj.weight[0] @ torch.tanh(scorer.concat_proj.weight @ torch.cat([s, h])),
+    }
+    expected = by_hand(formulas[method], query, memory)
+    assert torch.allclose(scorer(query, scorer.prepare(memory)), expected, atol=1e-6)
+
+
+def test_attend_is_a_softmax_over_real_positions_only():
+    scores, memory = torch.randn(2, 3, 4), torch.randn(2, 4, 5)
+    mask = torch.tensor([[True, True, True, True], [False, True, True, False]])
+    context, weights = attend(scores, memory, mask)
+    assert torch.all(weights[1, :, [0, 3]] == 0)
+    expected = scores[1, :, 1:3].softmax(-1)
+    assert torch.allclose(weights[1, :, 1:3], expected) and torch.allclose(context[1], expected @ memory[1, 1:3])
+
+
+# --- the model: shapes, masking, loss ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", ATTENTIVE)
+def test_attention_weights_sum_to_one_and_are_zero_on_padding(variant):
+    model = tiny_model(variant)
+    _, ids, mask = padded_sources(left_pad)
+    out = model(ids, attention_mask=mask, decoder_input_ids=random_ids(3, 4, 99), output_attentions=True)
+    (weights,) = out.cross_attentions
+    assert weights.shape == (3, 1, 4, ids.shape[1])
+    assert torch.all(weights.masked_select(~mask.bool()[:, None, None, :]) == 0)
+    assert torch.allclose(weights.sum(-1), torch.ones(3, 1, 4), atol=1e-6)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("pad", [left_pad, right_pad])
+def test_source_padding_never_changes_the_logits(variant, pad):
+    model = tiny_model(variant)
+    rows, ids, mask = padded_sources(pad)
+    targets = random_ids(3, 5, 99, seed=9)
+    batched = model(ids, attention_mask=mask, decoder_input_ids=targets).logits
+    alone = torch.cat([model(r[None], decoder_input_ids=targets[i : i + 1]).logits for i, r in enumerate(rows)])
+    assert torch.allclose(batched, alone, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_loss_is_teacher_forced_cross_entropy_and_backpropagates(variant):
+    model = tiny_model(variant, label_smoothing=0.1).train()
+    labels = random_ids(2, 6, 99)
+    labels[1, 4:] = -100
+    out = model(random_ids(2, 5, 99), labels=labels)
+    assert out.logits.shape == (2, 6, 99)
+    keep = labels != -100
+    expected = F.cross_entropy(out.logits[keep], labels[keep], label_smoothing=0.1)
+    assert torch.allclose(out.loss, expected, atol=1e-6)
+    out.loss.backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters() if p.requires_grad)
+
+
+def test_labels_are_shifted_right_after_the_start_token():
+    model = tiny_model()
+    src, labels = random_ids(2, 5, 99), random_ids(2, 4, 99, seed=1)
+    shifted = torch.cat([torch.full((2, 1), model.config.decoder_start_token_id), labels[:, :-1]], dim=1)
+    assert torch.equal(model(src, labels=labels).logits, model(src, decoder_input_ids=shifted).logits)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_stepping_with_the_state_equals_one_teacher_forced_pass(variant):
+    model = tiny_model(variant)
+    src, tgt = random_ids(2, 5, 99), random_ids(2, 6, 99, seed=1)
+    full = model(src, decoder_input_ids=tgt).logits
+    encoder_outputs = model.get_encoder()(src)
+    state, steps = None, []
+    for t in range(tgt.shape[1]):
+        out = model(encoder_outputs=encoder_outputs, decoder_input_ids=tgt[:, t : t + 1], past_key_values=state)
+        state = out.past_key_values
+        steps.append(out.logits)
+    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
+    assert state.get_seq_length() == 6
+
+
+def test_base_model_outputs():
+    model = tiny_model(model_class=RNNSeq2SeqModel)
+    out = model(random_ids(2, 5, 99), decoder_input_ids=random_ids(2, 3, 99))
+    assert out.last_hidden_state.shape == (2, 3, 16 + 32)  # Bahdanau o_t = [s_t; c_t]
+    assert out.encoder_last_hidden_state.shape == (2, 5, 32)
+
+
+def test_tied_embeddings_with_and_without_projection():
+    same = tiny_model("luong-general-fused", tie_word_embeddings=True, embedding_size=16)
+    assert same.lm_head.weight is same.model.decoder.embed_tokens.weight and same.output_projection is None
+    projected = tiny_model(tie_word_embeddings=True)  # o_t has 48 features, embeddings 12
+    assert projected.lm_head.weight is projected.model.decoder.embed_tokens.weight
+    assert projected.output_projection.weight.shape == (12, 48)
+    assert projected(random_ids(1, 4, 99), decoder_input_ids=random_ids(1, 2, 99)).logits.shape == (1, 2, 99)
+
+
+# --- generation -------------------------------------------------------------------------------------
+
+GENERATE = dict(max_new_tokens=7, min_new_tokens=7)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_cache_gives_the_tokens_of_recomputation(variant):
+    model = tiny_model(variant)
+    _, ids, mask = padded_sources()
+    for extra in (dict(do_sample=False), dict(num_beams=3, num_return_sequences=2, length_penalty=0.7,
+                                                no_repeat_ngram_size=2)):
+        cached = model.generate(ids, attention_mask=mask, **GENERATE, **extra)
+        assert torch.equal(cached, model.generate(ids, attention_mask=mask, use_cache=False, **GENERATE, **extra))
+    torch.manual_seed(7)
+    sampled = model.generate(ids, attention_mask=mask, do_sample=True, top_k=20, **GENERATE)
+    torch.manual_seed(7)
+    assert torch.equal(sampled, model.generate(ids, attention_mask=mask, do_sample=True, top_k=20, use_cache=False,
+                                               **GENERATE))
+
+
+@pytest.mark.parametrize("variant", ["bahdanau-additive-bilstm", "luong-general-fused"])
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_a_padded_batch_generates_what_each_sentence_generates_alone(variant, num_beams):
+    model = tiny_model(variant)
+    rows, ids, mask = padded_sources(left_pad)
+    kw = dict(GENERATE, num_beams=num_beams, do_sample=False)
+    batched = model.generate(ids, attention_mask=mask, **kw)
+    for i, row in enumerate(rows):
+        assert torch.equal(batched[i], model.generate(row[None], **kw)[0])
+
+
+def test_beam_search_with_one_beam_equals_greedy():
+    model = tiny_model()
+    _, ids, mask = padded_sources()
+    greedy = model.generate(ids, attention_mask=mask, do_sample=False, **GENERATE)
+    assert torch.equal(model.generate(ids, attention_mask=mask, num_beams=1, **GENERATE), greedy)
+
+
+def test_generation_reuses_encoder_outputs():
+    model = tiny_model()
+    _, ids, mask = padded_sources()
+    encoder_outputs = model.get_encoder()(ids, attention_mask=mask)
+    for kw in (dict(do_sample=False), dict(num_beams=3)):
+        direct = model.generate(ids, attention_mask=mask, **GENERATE, **kw)
+        reused = model.generate(encoder_outputs=encoder_outputs, attention_mask=mask, **GENERATE, **kw)
+        assert torch.equal(direct, reused)
+
+
+def test_generate_returns_cross_attentions():
+    model = tiny_model()
+    _, ids, mask = padded_sources()
+    out = model.generate(ids, attention_mask=mask, do_sample=False, output_attentions=True,
+                         return_dict_in_generate=True, **GENERATE)
+    assert len(out.cross_attentions) == 7 and out.cross_attentions[0][0].shape == (3, 1, 1, ids.shape[1])
+
+
+# --- configuration --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "overrides, field, value",
+    [
+        (dict(encoder_cell_type="transformer"), "encoder_cell_type", "transformer"),
+        (dict(attention_score="multiplicative"), "attention_score", "multiplicative"),
+        (dict(attention_wiring="vaswani"), "attention_wiring", "vaswani"),
+        (dict(bridge="mean"), "bridge", "mean"),
+        (dict(hidden_size=0), "hidden_size", 0),
+        (dict(label_smoothing=1.0), "label_smoothing", 1.0),
+        (dict(decoder_start_token_id=500), "decoder_start_token_id", 500),
+        (dict(attention_score="dot"), "attention_score", "dot"),  # bidirectional memory 32 != hidden 16
+        (dict(input_feeding=True), "input_feeding", True),  # Bahdanau wiring has no input feeding
+        (dict(attention_score="none", bridge="zeros"), "bridge", "zeros"),
+        (dict(bridge="copy", encoder_layers=1), "bridge", "copy"),
+    ],
+)
+def test_bad_config_names_field_value_and_what_is_allowed(overrides, field, value):
+    with pytest.raises(Exception, match=rf"`{field}`={value!r}: expected .+"):
+        RNNSeq2SeqConfig.from_preset("tiny", **overrides)
+
+
+def test_presets_follow_the_papers():
+    rnnsearch = RNNSeq2SeqConfig.from_preset("rnnsearch")
+    assert (rnnsearch.encoder_cell_type, rnnsearch.bidirectional_encoder, rnnsearch.attention_score) == (
+        "gru", True, "additive")
+    assert (rnnsearch.embedding_size, rnnsearch.hidden_size, rnnsearch.memory_size) == (620, 1000, 2000)
+    for score in ("dot", "general", "concat"):
+        luong = RNNSeq2SeqConfig.from_preset(f"luong-{score}", vocab_size=100)
+        assert (luong.attention_score, luong.attention_wiring, luong.input_feeding) == (score, "luong", True)
+        assert (luong.decoder_layers, luong.hidden_size, luong.num_hidden_layers) == (4, 1000, 4)
+    with pytest.raises(ConfigValidationError, match="luong-general"):
+        RNNSeq2SeqConfig.from_preset("luong-local")
+
+
+# --- learning --------------------------------------------------------------------------------------
+
+
+def reversal_batch(size: int, generator: torch.Generator):
+    """Source: 3-7 random symbols; target: the symbols reversed, then eos. Right-padded."""
+    rows = [torch.randint(4, 14, (int(torch.randint(3, 8, (1,), generator=generator)),), generator=generator)
+            for _ in range(size)]
+    ids, mask = right_pad(rows)
+    labels, _ = right_pad([torch.cat([r.flip(0), torch.tensor([3])]) for r in rows], pad_id=-100)
+    return ids, mask, labels
+
+
+def reversal_accuracy(attention_score: str, steps: int = 250) -> float:
+    """Train on the reversal task; the share of 200 held-out sentences reversed exactly by greedy search."""
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    config = RNNSeq2SeqConfig(vocab_size=14, hidden_size=32, embedding_size=16, attention_score=attention_score)
+    model = RNNSeq2SeqForConditionalGeneration(config)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(steps):
+        ids, mask, labels = reversal_batch(32, generator)
+        loss = model(ids, attention_mask=mask, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    ids, mask, labels = reversal_batch(200, torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        out = model.eval().generate(ids, attention_mask=mask, max_new_tokens=labels.shape[1], do_sample=False)
+    out = F.pad(out[:, 1:], (0, labels.shape[1] - out.shape[1] + 1), value=0)
+    return float(((out == labels) | (labels == -100)).all(dim=1).float().mean())
+
+
+def test_attention_learns_to_reverse_where_the_plain_encoder_decoder_cannot():
+    with_attention, without = reversal_accuracy("additive"), reversal_accuracy("none")
+    assert with_attention >= 0.95
+    assert without <= 0.5 * with_attention
+
+
+# --- saving and loading ------------------------------------------------------------------------------
+
+
+def test_save_and_auto_load(tmp_path):
+    model = tiny_model("luong-dot-feed-gru-copy")
+    model.save_pretrained(tmp_path)
+    assert AutoConfig.from_pretrained(tmp_path).model_type == "hfsm_rnn_seq2seq"
+    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
+    assert type(loaded) is RNNSeq2SeqForConditionalGeneration
+    assert isinstance(AutoModel.from_pretrained(tmp_path), RNNSeq2SeqModel)
+    ids = random_ids(2, 5, 99)
+    assert torch.equal(model.generate(ids, num_beams=2, **GENERATE), loaded.generate(ids, num_beams=2, **GENERATE))

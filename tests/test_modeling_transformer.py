@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
-from model_test_utils import left_pad, random_ids, right_pad
+from model_test_utils import left_pad, random_ids, right_pad, run_without_package
 from torch import nn
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
@@ -22,6 +26,15 @@ from hf_seqmodels.models.config_utils import ConfigValidationError
 from hf_seqmodels.models.positional_encoding import SinusoidalPositionalEncoding
 
 V = 99  # vocabulary of the tiny presets
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models run fastest on one thread, and a second thread only fights a busy machine for cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def seq2seq(seed: int = 0, **overrides) -> TransformerForConditionalGeneration:
@@ -314,3 +327,136 @@ def test_gradient_checkpointing_gives_the_same_gradients():
         model(random_ids(2, 5, V), labels=random_ids(2, 4, V, seed=1)).loss.backward()
         grads.append(model.model.encoder.layers[0].self_attn.q_proj.weight.grad)
     assert torch.allclose(grads[0], grads[1], atol=1e-6)
+
+
+# --- parity with torch.nn.Transformer -----------------------------------------------------------------
+
+
+def copy_attention(ours, theirs: nn.MultiheadAttention) -> None:
+    theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
+    theirs.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+    theirs.out_proj.load_state_dict(ours.out_proj.state_dict())
+
+
+def copy_feed_forward(ours, theirs) -> None:
+    theirs.linear1.load_state_dict(ours.feed_forward.fc1.state_dict())
+    theirs.linear2.load_state_dict(ours.feed_forward.fc2.state_dict())
+
+
+@pytest.mark.parametrize("normalize_before", [False, True])
+def test_parity_with_torch_nn_transformer(normalize_before):
+    """Our weights copied into ``nn.Transformer`` (ReLU, same norm placement): same outputs. torch always
+    ends both stacks with a LayerNorm; the paper's post-norm model has none, so it is removed there."""
+    model = seq2seq(dropout=0.0, normalize_before=normalize_before)
+    config = model.config
+    reference = nn.Transformer(
+        d_model=16, nhead=4, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=32, dropout=0.0,
+        activation="relu", batch_first=True, norm_first=normalize_before, layer_norm_eps=config.layer_norm_eps,
+    ).eval()
+    encoder, decoder = model.model.encoder, model.model.decoder
+    with torch.no_grad():
+        for ours, theirs in zip(encoder.layers, reference.encoder.layers, strict=True):
+            copy_attention(ours.self_attn, theirs.self_attn)
+            copy_feed_forward(ours, theirs)
+            theirs.norm1.load_state_dict(ours.self_attn_norm.state_dict())
+            theirs.norm2.load_state_dict(ours.ffn_norm.state_dict())
+        for ours, theirs in zip(decoder.layers, reference.decoder.layers, strict=True):
+            copy_attention(ours.self_attn, theirs.self_attn)
+            copy_attention(ours.cross_attn, theirs.multihead_attn)
+            copy_feed_forward(ours, theirs)
+            theirs.norm1.load_state_dict(ours.self_attn_norm.state_dict())
+            theirs.norm2.load_state_dict(ours.cross_attn_norm.state_dict())
+            theirs.norm3.load_state_dict(ours.ffn_norm.state_dict())
+        if normalize_before:
+            reference.encoder.norm.load_state_dict(encoder.final_norm.state_dict())
+            reference.decoder.norm.load_state_dict(decoder.final_norm.state_dict())
+        else:
+            reference.encoder.norm = reference.decoder.norm = None
+
+    src, src_mask = right_pad([random_ids(1, n, V, seed=n)[0] for n in (7, 4)])
+    tgt = random_ids(2, 5, V, seed=5)
+    ours = model(src, attention_mask=src_mask, decoder_input_ids=tgt)
+    with torch.no_grad():
+        padding = ~src_mask.bool()
+        memory = reference.encoder(encoder.embeddings(src, torch.arange(7)[None]), src_key_padding_mask=padding)
+        output = reference.decoder(
+            decoder.embeddings(tgt, torch.arange(5)[None]), memory,
+            tgt_mask=nn.Transformer.generate_square_subsequent_mask(5), memory_key_padding_mask=padding,
+        )
+    real = src_mask.bool()
+    assert torch.allclose(ours.encoder_last_hidden_state[real], memory[real], atol=1e-5)
+    assert torch.allclose(ours.logits, model.lm_head(output), atol=1e-5)
+
+
+# --- remote code and learning ---------------------------------------------------------------------
+
+
+def run_seq2seq_without_package(folder, src: torch.Tensor, tgt: torch.Tensor) -> dict:
+    """Load ``folder`` with ``AutoModelForSeq2SeqLM`` and ``trust_remote_code=True`` in a Python where
+    ``hf_seqmodels`` cannot be imported; return its class, logits and greedy and beam generations."""
+    script = "import sys; sys.modules['hf_seqmodels'] = None\n" + textwrap.dedent(
+        f"""
+        import json, torch
+        from transformers import AutoModelForSeq2SeqLM
+        model = AutoModelForSeq2SeqLM.from_pretrained({str(folder)!r}, trust_remote_code=True).eval()
+        src, tgt = torch.tensor({src.tolist()!r}), torch.tensor({tgt.tolist()!r})
+        with torch.no_grad():
+            logits = model(src, decoder_input_ids=tgt).logits
+        kw = dict(max_new_tokens=5, min_new_tokens=5)
+        print(json.dumps({{
+            "module": type(model).__module__, "class": type(model).__name__, "logits": logits.tolist(),
+            "greedy": model.generate(src, do_sample=False, **kw).tolist(),
+            "beam": model.generate(src, num_beams=3, **kw).tolist(),
+        }}))
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=folder, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_remote_code_loads_both_heads_without_the_package(tmp_path):
+    model = seq2seq(seed=3, normalize_before=True)
+    model.save_pretrained(tmp_path / "seq2seq")
+    src, tgt = random_ids(2, 6, V), random_ids(2, 4, V, seed=1)
+    report = run_seq2seq_without_package(tmp_path / "seq2seq", src, tgt)
+    assert report["class"] == "TransformerForConditionalGeneration"
+    assert report["module"].startswith("transformers_modules")
+    assert torch.allclose(torch.tensor(report["logits"]), model(src, decoder_input_ids=tgt).logits, atol=1e-5)
+    kw = dict(max_new_tokens=5, min_new_tokens=5)
+    assert report["greedy"] == model.generate(src, do_sample=False, **kw).tolist()
+    assert report["beam"] == model.generate(src, num_beams=3, **kw).tolist()
+
+    lm = causal_lm(seed=4, position_embedding_type="learned")
+    lm.save_pretrained(tmp_path / "lm")
+    ids = random_ids(1, 6, V)
+    report = run_without_package(tmp_path / "lm", "AutoModelForCausalLM", ids, tmp_path / "lm.safetensors")
+    assert report["class"] == "TransformerForCausalLM" and report["module"].startswith("transformers_modules")
+    assert torch.allclose(report["logits"], lm(ids).logits, atol=1e-5)
+
+
+def test_learns_to_reverse_a_sequence_in_a_short_cpu_run():
+    """150 Adam steps on random 5-token sequences; greedy decoding then reverses unseen ones."""
+    torch.manual_seed(0)
+    config = TransformerConfig.from_preset(
+        "tiny", vocab_size=14, d_model=32, encoder_layers=1, decoder_layers=1,
+        encoder_ffn_dim=64, decoder_ffn_dim=64, dropout=0.0,
+    )
+    model = TransformerForConditionalGeneration(config).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=5e-3, betas=(0.9, 0.98))
+
+    def batch(size: int, seed: int):
+        src = random_ids(size, 5, 14, seed=seed)
+        return src, torch.cat([src.flip(1), torch.full((size, 1), config.eos_token_id)], dim=1)
+
+    for step in range(150):
+        src, labels = batch(64, seed=step)
+        loss = model(src, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    src, labels = batch(100, seed=10_000)
+    generated = model.eval().generate(src, max_new_tokens=6, do_sample=False)
+    accuracy = (generated[:, 1:] == labels).all(dim=1).float().mean().item()
+    assert accuracy >= 0.9, f"reversed only {accuracy:.0%} of unseen sequences"

@@ -22,9 +22,11 @@ from .models import (
     TransformerLMConfig,
     TransformerModel,
 )
+from .pipelines import TranslationPipeline, register_pipelines
 from .registry import register_all
 
 register_all()
+register_pipelines()
 
 __version__ = "0.1.0"
 
@@ -40,6 +42,7 @@ __all__ = [
     "RNNSeq2SeqForConditionalGeneration",
     "RNNSeq2SeqModel",
     "RecurrentState",
+    "TranslationPipeline",
     "TransformerConfig",
     "TransformerForCausalLM",
     "TransformerForConditionalGeneration",

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
 from model_test_utils import left_pad, random_ids, right_pad
 from torch.nn import functional as F
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, pipeline
 
 import hf_seqmodels  # noqa: F401  (registers the Auto classes)
 from hf_seqmodels import RNNSeq2SeqConfig, RNNSeq2SeqForConditionalGeneration, RNNSeq2SeqModel
+from hf_seqmodels.models.attention_state import coverage_penalty
 from hf_seqmodels.models.config_utils import ConfigValidationError
 from hf_seqmodels.models.rnn_attention import AdditiveAttention, LuongAttention, attend
 
@@ -226,6 +232,39 @@ def test_generate_returns_cross_attentions():
     assert len(out.cross_attentions) == 7 and out.cross_attentions[0][0].shape == (3, 1, 1, ids.shape[1])
 
 
+# --- coverage penalty (Wu et al. 2016) ---------------------------------------------------------------
+
+
+def teacher_forced_score(model, ids, mask, sequences, beta):
+    """``log P(Y|X) + β Σ_i log(min(Σ_j α_{j,i}, 1))`` of each finished sequence, by one forward pass."""
+    with torch.no_grad():
+        out = model(ids, attention_mask=mask, decoder_input_ids=sequences[:, :-1], output_attentions=True)
+    log_p = out.logits.log_softmax(-1).gather(-1, sequences[:, 1:, None]).sum(dim=(1, 2))
+    coverage = out.cross_attentions[0][:, 0].sum(dim=1)  # (B, S)
+    return log_p + beta * coverage_penalty(coverage, mask.bool()), coverage_penalty(coverage, mask.bool())
+
+
+def test_coverage_penalty_gives_wu_scores_and_favours_covering_hypotheses():
+    """Peaky attention (large weights) makes coverage differ between hypotheses."""
+    model = tiny_model("luong-dot-feed-gru-copy", init_range=1.0)
+    _, ids, mask = padded_sources(lengths=(6, 8, 7))
+    kw = dict(num_beams=4, length_penalty=0.0, output_scores=True, return_dict_in_generate=True, **GENERATE)
+    plain = model.generate(ids, attention_mask=mask, **kw)
+    covered = model.generate(ids, attention_mask=mask, coverage_penalty=1.0, **kw)
+    score, cp_covered = teacher_forced_score(model, ids, mask, covered.sequences, beta=1.0)
+    assert torch.allclose(covered.sequences_scores, score, atol=1e-4)  # exactly log P + β cp, as in the paper
+    _, cp_plain = teacher_forced_score(model, ids, mask, plain.sequences, beta=1.0)
+    assert not torch.equal(covered.sequences, plain.sequences)
+    assert cp_covered.sum() > cp_plain.sum() + 1.0  # the chosen translations cover the source better
+
+
+def test_coverage_penalty_refuses_settings_where_it_would_do_nothing():
+    with pytest.raises(ValueError, match="num_beams > 1"):
+        tiny_model().generate(random_ids(1, 4, 99), coverage_penalty=0.2)
+    with pytest.raises(ValueError, match="attention_score='none'"):
+        tiny_model("none").generate(random_ids(1, 4, 99), coverage_penalty=0.2, num_beams=2)
+
+
 # --- configuration --------------------------------------------------------------------------------
 
 
@@ -313,3 +352,43 @@ def test_save_and_auto_load(tmp_path):
     assert isinstance(AutoModel.from_pretrained(tmp_path), RNNSeq2SeqModel)
     ids = random_ids(2, 5, 99)
     assert torch.equal(model.generate(ids, num_beams=2, **GENERATE), loaded.generate(ids, num_beams=2, **GENERATE))
+
+
+def test_remote_code_generates_the_same_translation_without_the_package(tmp_path):
+    """The saved folder carries its code: a Python without hf_seqmodels loads it and beam-searches alike."""
+    model = tiny_model("luong-concat-feed-rnn")
+    model.save_pretrained(tmp_path)
+    _, ids, mask = padded_sources()
+    kw = dict(num_beams=3, coverage_penalty=0.2, **GENERATE)
+    script = "import sys; sys.modules['hf_seqmodels'] = None\n" + textwrap.dedent(f"""
+        import json, torch
+        from transformers import AutoModelForSeq2SeqLM
+        model = AutoModelForSeq2SeqLM.from_pretrained({str(tmp_path)!r}, trust_remote_code=True).eval()
+        out = model.generate(torch.tensor({ids.tolist()}), attention_mask=torch.tensor({mask.tolist()}), **{kw!r})
+        print(json.dumps({{"module": type(model).__module__, "tokens": out.tolist()}}))
+        """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["module"].startswith("transformers_modules")
+    assert report["tokens"] == model.generate(ids, attention_mask=mask, **kw).tolist()
+
+
+def test_translation_pipeline(tmp_path):
+    from hf_seqmodels.tokenization import train_tokenizer
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sat on the mat\nle chat est sur le tapis\n", encoding="utf-8")
+    tokenizer = train_tokenizer([corpus], kind="word", vocab_size=40, min_frequency=1)
+    model = tiny_model(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    translate = pipeline("hfsm-translation", model=str(tmp_path / "model"))
+    greedy = translate("the cat sat", max_new_tokens=5, min_new_tokens=5)
+    beam = translate(["the cat", "on the mat"], num_beams=3, max_new_tokens=5, min_new_tokens=5)
+    assert len(greedy) == 1 and len(greedy[0]["translation_text"].split()) == 5
+    encoded = tokenizer("the cat sat", return_tensors="pt")
+    expected = model.generate(encoded["input_ids"], attention_mask=encoded["attention_mask"], max_new_tokens=5,
+                              min_new_tokens=5)
+    assert greedy[0]["translation_text"] == tokenizer.decode(expected[0], skip_special_tokens=True)
+    assert [len(b) for b in beam] == [1, 1] and all(b[0]["translation_text"] for b in beam)

@@ -340,7 +340,7 @@ class RNNSeq2SeqForConditionalGeneration(RNNSeq2SeqPreTrainedModel, StatefulGene
         """transformers' ``generate`` plus ``coverage_penalty=β``: Wu et al.'s (2016) coverage penalty
         ``β Σ_i log(min(Σ_j α_{j,i}, 1))`` in beam search (see :class:`CoveragePenaltyLogitsProcessor`)."""
         if coverage_penalty:
-            num_beams = kwargs.get("num_beams", (generation_config or self.generation_config).num_beams)
+            num_beams = kwargs.get("num_beams", (generation_config or self.generation_config).num_beams) or 1
             if num_beams < 2 or self.config.attention_score == "none":
                 raise ValueError(f"`coverage_penalty`={coverage_penalty!r} needs beam search (num_beams > 1, got "
                                  f"{num_beams}) and attention (attention_score={self.config.attention_score!r}).")

@@ -1,13 +1,17 @@
-"""The ``hf-seqmodels`` command: ``demo``, ``train-lm`` and ``train-tokenizer``."""
+"""The ``hf-seqmodels`` command: ``demo``, ``train-lm``, ``train-seq2seq`` and ``train-tokenizer``."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import json
 import logging
 import sys
 from collections.abc import Sequence
+
+COMMANDS = {"train-lm": ".training.lm_cli", "train-seq2seq": ".training.seq2seq_cli",
+            "train-tokenizer": ".tokenization.cli"}
 
 
 def _demo_parser(subparsers) -> None:
@@ -46,14 +50,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     _demo_parser(subparsers)
     subparsers.add_parser("train-lm", help="train a causal LM (same options as training/train_lm.py)",
                           add_help=False)
+    subparsers.add_parser("train-seq2seq", help="train a translation model (same options as "
+                          "training/train_seq2seq.py)", add_help=False)
     subparsers.add_parser("train-tokenizer", help="train a tokenizer (same options as "
                           "tokenizer_scripts/train_tokenizer.py)", add_help=False)
-    if argv and argv[0] in ("train-lm", "train-tokenizer"):
-        if argv[0] == "train-lm":
-            from .training.lm_cli import main as command
-        else:
-            from .tokenization.cli import main as command
-        command(argv[1:])
+    if argv and argv[0] in COMMANDS:
+        module = importlib.import_module(COMMANDS[argv[0]], __package__)
+        module.main(argv[1:])
         return 0
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -71,6 +71,34 @@ CITATIONS = {
     ),
 }
 
+CITATIONS["hfsm_rnn_seq2seq"] = (
+    "Bahdanau, Cho & Bengio (2015), Neural Machine Translation by Jointly Learning to Align and Translate; "
+    "Luong, Pham & Manning (2015), Effective Approaches to Attention-based Neural Machine Translation",
+    """@inproceedings{bahdanau2015neural,
+  title={Neural Machine Translation by Jointly Learning to Align and Translate},
+  author={Bahdanau, Dzmitry and Cho, Kyunghyun and Bengio, Yoshua},
+  booktitle={ICLR},
+  year={2015}
+}
+
+@inproceedings{luong2015effective,
+  title={Effective Approaches to Attention-based Neural Machine Translation},
+  author={Luong, Minh-Thang and Pham, Hieu and Manning, Christopher D.},
+  booktitle={EMNLP},
+  year={2015}
+}""",
+)
+CITATIONS["hfsm_transformer"] = CITATIONS["hfsm_transformer_lm"] = (
+    "Vaswani et al. (2017), Attention Is All You Need",
+    r"""@inproceedings{vaswani2017attention,
+  title={Attention Is All You Need},
+  author={Vaswani, Ashish and Shazeer, Noam and Parmar, Niki and Uszkoreit, Jakob and Jones, Llion and
+          Gomez, Aidan N. and Kaiser, {\L}ukasz and Polosukhin, Illia},
+  booktitle={NeurIPS},
+  year={2017}
+}""",
+)
+
 ARCHITECTURES = {
     "hfsm_nnlm": lambda c: (
         f"Feed-forward neural LM: {c.context_size} previous tokens → embeddings ({c.embedding_size}) → "
@@ -81,7 +109,47 @@ ARCHITECTURES = {
         f"hidden size {c.hidden_size}, embeddings {c.embedding_size}"
         + (", tied input/output embeddings" if c.tie_word_embeddings else "")
     ),
+    "hfsm_rnn_seq2seq": lambda c: (
+        f"RNN encoder-decoder ({c.encoder_layers}-layer {'bidirectional ' if c.bidirectional_encoder else ''}"
+        f"{c.encoder_cell_type.upper()} encoder, {c.decoder_layers}-layer {c.decoder_cell_type.upper()} decoder, "
+        f"hidden size {c.hidden_size}) with {c.attention_score} attention, {c.attention_wiring} wiring"
+    ),
+    "hfsm_transformer": lambda c: (
+        f"Transformer encoder-decoder: {c.encoder_layers}+{c.decoder_layers} layers, d_model {c.d_model}, "
+        f"{c.encoder_attention_heads} heads, feed-forward {c.encoder_ffn_dim}"
+    ),
 }
+
+
+CAUSAL_LM_USAGE = """```python
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+model = AutoModelForCausalLM.from_pretrained("{repo_id}", trust_remote_code=True)
+tokenizer = AutoTokenizer.from_pretrained("{repo_id}")
+inputs = tokenizer({prompt!r}, return_tensors="pt")
+greedy = model.generate(**inputs, max_new_tokens=100, do_sample=False)
+beams = model.generate(**inputs, max_new_tokens=100, num_beams=4, length_penalty=1.0)
+print(tokenizer.decode(beams[0], skip_special_tokens=True))
+```
+
+The recurrent state is the generation cache: `generate()` feeds one token per step and beam search
+reorders the state. Pass `return_dict_in_generate=True` to get the state back as `past_key_values`
+and continue from it later."""
+
+SEQ2SEQ_USAGE = """```python
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+model = AutoModelForSeq2SeqLM.from_pretrained("{repo_id}", trust_remote_code=True)
+tokenizer = AutoTokenizer.from_pretrained("{repo_id}")
+# sources are encoded as in training: no special tokens, then the tokenizer's eos token
+ids = tokenizer(["A man is riding a bike."], add_special_tokens=False)["input_ids"]
+inputs = tokenizer.pad({{"input_ids": [i + [tokenizer.eos_token_id] for i in ids]}}, return_tensors="pt")
+beams = model.generate(**inputs, num_beams=5, max_new_tokens=64)
+print(tokenizer.batch_decode(beams, skip_special_tokens=True))
+```
+
+`output_attentions=True` returns the attention weights (`cross_attentions`), the alignment between
+output and source tokens shown in the heatmap below."""
 
 
 def _citations(config) -> tuple[str, str]:
@@ -107,7 +175,7 @@ def _format_table(values: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-RESULT_KEYS = ("eval_loss", "eval_perplexity", "train_loss", "steps", "epochs", "train_runtime_seconds",
+RESULT_KEYS = ("eval_loss", "eval_perplexity", "eval_bleu", "validation_bleu", "test_bleu", "train_loss", "steps", "epochs", "train_runtime_seconds",
                "train_tokens_per_second")
 
 
@@ -130,6 +198,7 @@ def write_model_card(
     prompt: str = "ROMEO:",
     license: str = "apache-2.0",
     datasets: list[str] | None = None,
+    images: dict[str, str] | None = None,
 ) -> Path:
     """Write ``README.md`` (a model card with metadata) into ``output_dir`` and return its path.
 
@@ -137,21 +206,24 @@ def write_model_card(
         results: evaluation figures, e.g. ``{"eval_loss": 1.61, "eval_perplexity": 5.0}``.
         training_args: the hyper-parameters to list under "Training procedure".
         samples: generated text to show, keyed by decoding method.
+        images: pictures in ``output_dir`` to show under the evaluation, ``{caption: file name}``.
     """
     output_dir = Path(output_dir)
     config = model.config
     model_type = config.model_type
     paper, citation = _citations(config)
     results = results or {}
+    task = "translation" if config.is_encoder_decoder else "text-generation"
     card_data = ModelCardData(
         library_name="transformers",
         license=license,
-        pipeline_tag="text-generation",
-        tags=["hf_seqmodels", model_type, "custom_code", "text-generation"],
+        pipeline_tag=task,
+        tags=["hf_seqmodels", model_type, "custom_code", task],
         datasets=datasets,
     )
     template = resources.files("hf_seqmodels").joinpath("templates/model_card.md").read_text(encoding="utf-8")
-    loss_plot = "\n\n![Loss curve](loss_curve.png)" if (output_dir / "loss_curve.png").exists() else ""
+    pictures = {"Loss curve": "loss_curve.png", **(images or {})}
+    plots = "".join(f"\n\n![{caption}]({name})" for caption, name in pictures.items() if (output_dir / name).exists())
     body = template.format(
         title=f"{type(model).__name__} ({model_type})",
         summary=f"A {ARCHITECTURES.get(model_type, lambda c: model_type)(config)}.",
@@ -163,11 +235,11 @@ def write_model_card(
         tokenizer_kind=tokenizer_description or ("see tokenizer.json" if tokenizer is not None else "no tokenizer saved"),
         config_summary=_format_config(config),
         paper=paper,
-        repo_id=repo_id or "<user>/<model-name>",
-        prompt=prompt,
         training_data=training_data,
         training_procedure=_format_table(training_args) if training_args else "Not recorded.",
-        evaluation=(_format_table(results) if results else "Not evaluated.") + loss_plot,
+        evaluation=(_format_table(results) if results else "Not evaluated.") + plots,
+        usage=(SEQ2SEQ_USAGE if config.is_encoder_decoder else CAUSAL_LM_USAGE).format(repo_id=repo_id or "<user>/<model-name>",
+                                                                                      prompt=prompt),
         samples="\n\n".join(f"**{k}**\n\n```\n{v}\n```" for k, v in (samples or {}).items()),
         citation=citation,
     )

@@ -170,6 +170,8 @@ def write_run_model_card(output_dir: str, model, tokenizer, results: dict[str, A
 class TrainingLoop:
     """One training run; :meth:`run` is the whole loop. Subclasses implement the four task hooks."""
 
+    plot_title = "Training"
+
     def __init__(self, model, tokenizer, args: EngineArguments, accelerator: Accelerator):
         self.args, self.accelerator, self.tokenizer = args, accelerator, tokenizer
         self.batches = self.build_batches(model)
@@ -258,7 +260,7 @@ class TrainingLoop:
         if self.accelerator.is_main_process:
             write_history(self.state.history, self.args.output_dir)
             if self.args.plot:
-                plot_loss_curves(self.state.history, self.args.output_dir)
+                plot_loss_curves(self.state.history, self.args.output_dir, self.plot_title)
 
     # ---- resuming and stopping
     def maybe_resume(self) -> None:
@@ -367,6 +369,7 @@ class TrainingLoop:
                     f"{self.accelerator.num_processes} process(es): {len(self.batches)} batches/epoch, "
                     f"{self.total_steps} updates; {asdict(self.args)}")
         results = self.run()
+        self.final_results, self.training_data = results, training_data
         self.save_final_model(results, training_data)
         logger.info(f"Done: {results}")
         return results

@@ -114,6 +114,8 @@ def card_training_args(args: LMTrainingArguments, num_processes: int = 1) -> dic
 class LMTrainingLoop(TrainingLoop):
     """TBPTT over contiguous streams; the recurrent state is carried (detached) between windows."""
 
+    plot_title = "Language-model training"
+
     def __init__(self, model, tokenizer, train_ids: torch.Tensor, eval_ids: torch.Tensor,
                  args: LMTrainingArguments, accelerator: Accelerator):
         self.train_ids, self.eval_ids = train_ids, eval_ids

@@ -47,4 +47,31 @@ def plot_loss_curves(history: list[dict[str, Any]], output_dir: str | Path, titl
     return path
 
 
-__all__ = ["HISTORY_FILE", "PLOT_FILE", "plot_loss_curves", "write_history"]
+def plot_attention(weights, source_tokens: list[str], target_tokens: list[str], path: str | Path,
+                   title: str | None = None) -> Path:
+    """An attention heatmap: ``weights`` ``(target_len, source_len)``, one row per generated token, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    weights = [[float(w) for w in row] for row in weights]
+    if len(weights) != len(target_tokens) or any(len(row) != len(source_tokens) for row in weights):
+        raise ValueError(f"Attention weights of shape ({len(weights)}, {len(weights[0]) if weights else 0}) do not "
+                         f"match {len(target_tokens)} target and {len(source_tokens)} source tokens.")
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.5 + 0.32 * len(source_tokens)), max(3.0, 1.2 + 0.3 * len(target_tokens))))
+    image = ax.imshow(weights, cmap="viridis", vmin=0.0, aspect="auto")
+    ax.set_xticks(range(len(source_tokens)), source_tokens, rotation=90, fontsize=8)
+    ax.set_yticks(range(len(target_tokens)), target_tokens, fontsize=8)
+    ax.set_xlabel("source")
+    ax.set_ylabel("output")
+    ax.set_title(title or "Attention weights", fontsize=9)
+    fig.colorbar(image, ax=ax, fraction=0.04)
+    path = Path(path)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+__all__ = ["HISTORY_FILE", "PLOT_FILE", "plot_attention", "plot_loss_curves", "write_history"]

@@ -1,0 +1,257 @@
+"""Parallel-corpus data for sequence-to-sequence training: reading, tokenising, batching by length.
+
+A corpus comes from
+
+* a TSV file with a header row (``source_field``/``target_field`` name its columns) or without one
+  (the fields are column numbers, ``0`` and ``1``);
+* a JSON-lines file (the fields are keys; a dotted key such as ``translation.en`` reads the nested
+  records of Hugging Face translation datasets);
+* two line-aligned plain-text files, line ``i`` of the source translating line ``i`` of the
+  target (``.gz`` files are read as they are);
+* a ``datasets`` dataset, for users who are online.
+
+Every sentence is encoded without special tokens and ends with ``<eos>``; the model's decoder starts
+from ``decoder_start_token_id``. :class:`LengthBatches` groups sentences of similar length (sorted by
+source then target length) into batches of a fixed number of sentences or of at most
+``max_tokens`` padded tokens, and visits the batches in a new order every epoch (seeded, so a
+resumed run reads the same batches in the same order).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..models.config_utils import invalid
+
+
+@dataclass
+class ParallelCorpus:
+    """Sentence pairs: ``targets[i]`` translates ``sources[i]``."""
+
+    sources: list[str]
+    targets: list[str]
+
+    def __post_init__(self):
+        if len(self.sources) != len(self.targets):
+            raise ValueError(f"A parallel corpus needs as many targets as sources, got {len(self.sources)} sources "
+                             f"and {len(self.targets)} targets.")
+
+    def __len__(self) -> int:
+        return len(self.sources)
+
+
+def _open_text(path: Path):
+    if not path.is_file():
+        raise FileNotFoundError(f"File {str(path)!r} does not exist.")
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8", newline="")
+
+
+def _read_lines(path: Path) -> list[str]:
+    with _open_text(path) as f:
+        return [line.rstrip("\r\n") for line in f]
+
+
+def _field(record: dict, key: str, path: Path, line: int) -> str:
+    value = record
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise KeyError(f"{str(path)!r}, record {line}: no field {key!r} (fields: {', '.join(record)}).")
+        value = value[part]
+    return str(value)
+
+
+def _read_jsonl(path: Path, source_field: str, target_field: str) -> ParallelCorpus:
+    sources, targets = [], []
+    with _open_text(path) as f:
+        for number, line in enumerate(f, start=1):
+            if line.strip():
+                record = json.loads(line)
+                sources.append(_field(record, source_field, path, number))
+                targets.append(_field(record, target_field, path, number))
+    return ParallelCorpus(sources, targets)
+
+
+def _read_tsv(path: Path, source_field: str, target_field: str) -> ParallelCorpus:
+    with _open_text(path) as f:
+        rows = [row for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if row]
+    if source_field.isdigit() and target_field.isdigit():
+        columns = int(source_field), int(target_field)
+    else:
+        header = rows.pop(0) if rows else []
+        missing = [name for name in (source_field, target_field) if name not in header]
+        if missing:
+            raise KeyError(f"{str(path)!r}: no column {missing[0]!r} in the header {header}; name the columns with "
+                           "--source_field/--target_field, or give column numbers for a file without a header.")
+        columns = header.index(source_field), header.index(target_field)
+    short = [i for i, row in enumerate(rows) if len(row) <= max(columns)]
+    if short:
+        raise ValueError(f"{str(path)!r}: row {short[0] + 1} has fewer than {max(columns) + 1} columns.")
+    return ParallelCorpus([row[columns[0]] for row in rows], [row[columns[1]] for row in rows])
+
+
+def read_parallel_corpus(file: str | None = None, *, source_file: str | None = None, target_file: str | None = None,
+                         source_field: str = "source", target_field: str = "target") -> ParallelCorpus:
+    """Read a TSV/JSON-lines ``file``, or the line-aligned pair ``source_file``/``target_file``."""
+    if file is not None:
+        path = Path(file)
+        suffixes = [s for s in path.suffixes if s != ".gz"]
+        kind = suffixes[-1] if suffixes else ""
+        if kind in (".jsonl", ".json"):
+            return _read_jsonl(path, source_field, target_field)
+        if kind in (".tsv", ".txt"):
+            return _read_tsv(path, source_field, target_field)
+        raise invalid("train_file", file, "a .tsv or .jsonl file (optionally .gz), or a pair of line-aligned files")
+    if source_file is None or target_file is None:
+        raise ValueError("Give a .tsv/.jsonl file, or both a source file and a target file.")
+    return ParallelCorpus(_read_lines(Path(source_file)), _read_lines(Path(target_file)))
+
+
+def load_parallel_dataset(name: str, config_name: str | None, split: str, source_field: str,
+                          target_field: str) -> ParallelCorpus:
+    """A split of a ``datasets`` dataset (e.g. ``bentrevett/multi30k`` with fields ``en``/``de``, or
+    ``wmt16`` ``de-en`` with ``translation.en``/``translation.de``). Needs the network the first time."""
+    from datasets import load_dataset
+
+    data = load_dataset(name, config_name, split=split)
+    records = [dict(zip(data.column_names, values, strict=True)) for values in zip(*data[:].values(), strict=True)]
+    path = Path(f"{name}/{split}")
+    return ParallelCorpus([_field(r, source_field, path, i) for i, r in enumerate(records, 1)],
+                          [_field(r, target_field, path, i) for i, r in enumerate(records, 1)])
+
+
+# --------------------------------------------------------------------------- ids
+
+
+@dataclass
+class EncodedPairs:
+    """Token ids of each sentence pair, each ending with ``<eos>``."""
+
+    sources: list[list[int]]
+    targets: list[list[int]]
+
+    def __len__(self) -> int:
+        return len(self.sources)
+
+
+def encode_corpus(corpus: ParallelCorpus, tokenizer, *, max_source_length: int | None = None,
+                  max_target_length: int | None = None, drop_longer: bool = True) -> EncodedPairs:
+    """Encode both sides (no special tokens, then ``<eos>``). Pairs with an empty side are dropped; pairs
+    longer than the limits are dropped (``drop_longer``, for training) or truncated (for evaluation)."""
+    eos = tokenizer.eos_token_id
+    if eos is None:
+        raise ValueError("The tokenizer has no eos_token: sequence-to-sequence training needs one to end sentences.")
+    encode = lambda texts: tokenizer(texts, add_special_tokens=False)["input_ids"]  # noqa: E731
+    sources, targets = [], []
+    for src, tgt in zip(encode(corpus.sources), encode(corpus.targets), strict=True):
+        if not src or not tgt:
+            continue
+        too_long = (max_source_length and len(src) + 1 > max_source_length) or (
+            max_target_length and len(tgt) + 1 > max_target_length)
+        if too_long and drop_longer:
+            continue
+        src = src[: max_source_length - 1] if max_source_length else src
+        tgt = tgt[: max_target_length - 1] if max_target_length else tgt
+        sources.append(src + [eos])
+        targets.append(tgt + [eos])
+    return EncodedPairs(sources, targets)
+
+
+def collate_pairs(sources: list[list[int]], targets: list[list[int]] | None, pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded ``input_ids``/``attention_mask`` ``(B, S)`` and ``labels`` ``(B, T)`` (padding -100)."""
+    width = max(len(s) for s in sources)
+    input_ids = torch.full((len(sources), width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(sources), width), dtype=torch.long)
+    for row, ids in enumerate(sources):
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        attention_mask[row, : len(ids)] = 1
+    batch = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if targets is not None:
+        labels = torch.full((len(targets), max(len(t) for t in targets)), -100, dtype=torch.long)
+        for row, ids in enumerate(targets):
+            labels[row, : len(ids)] = torch.tensor(ids)
+        batch["labels"] = labels
+    return batch
+
+
+class LengthBatches:
+    """Batches of sentence pairs of similar length, in a seeded random order per epoch.
+
+    The pairs are sorted by (source length, target length) and cut into global batches of
+    ``batch_size`` pairs, or of as many pairs as fit in ``max_tokens`` padded tokens
+    (``rows × longest side``). Global batch ``k`` of epoch ``e`` is the ``k``-th of a permutation
+    drawn with seed ``seed + e``; process ``p`` of ``P`` takes its rows ``p, p + P, ...``, so ``P``
+    processes together read exactly the batches one process would. Batches with fewer pairs than
+    processes are dropped.
+    """
+
+    carries_state = False
+
+    def __init__(self, pairs: EncodedPairs, pad_token_id: int, *, batch_size: int | None = None,
+                 max_tokens: int | None = None, seed: int = 0, process_index: int = 0, num_processes: int = 1):
+        if (batch_size is None) == (max_tokens is None):
+            raise ValueError("Give exactly one of batch_size (sentences per batch) and max_tokens (tokens per batch).")
+        self.pairs, self.pad_token_id, self.seed = pairs, pad_token_id, seed
+        self.process_index, self.num_processes = process_index, num_processes
+        order = sorted(range(len(pairs)), key=lambda i: (len(pairs.sources[i]), len(pairs.targets[i])))
+        groups = self._by_count(order, batch_size) if batch_size else self._by_tokens(order, max_tokens)
+        self.groups = [g for g in groups if len(g) >= num_processes]
+        if not self.groups:
+            raise ValueError(f"{len(pairs)} sentence pairs do not fill one batch for {num_processes} process(es).")
+        self._order: tuple[int, torch.Tensor] | None = None
+
+    @staticmethod
+    def _by_count(order: list[int], batch_size: int) -> list[list[int]]:
+        if batch_size < 1:
+            raise invalid("per_device_train_batch_size", batch_size, "an integer >= 1")
+        return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+    def _by_tokens(self, order: list[int], max_tokens: int) -> list[list[int]]:
+        groups, current, longest = [], [], 0
+        for i in order:
+            size = max(len(self.pairs.sources[i]), len(self.pairs.targets[i]))
+            if size > max_tokens:
+                raise invalid("max_tokens_per_batch", max_tokens, f"at least the longest sentence ({size} tokens)")
+            if current and (len(current) + 1) * max(longest, size) > max_tokens:
+                groups.append(current)
+                current, longest = [], 0
+            current.append(i)
+            longest = max(longest, size)
+        return groups + [current] if current else groups
+
+    def __len__(self) -> int:
+        return len(self.groups)
+
+    def _permutation(self, epoch: int) -> torch.Tensor:
+        if self._order is None or self._order[0] != epoch:
+            generator = torch.Generator().manual_seed(self.seed + epoch)
+            self._order = (epoch, torch.randperm(len(self.groups), generator=generator))
+        return self._order[1]
+
+    def batch(self, index: int, epoch: int = 0) -> dict[str, torch.Tensor]:
+        """This process's rows of global batch ``index`` of ``epoch``, collated; ``num_items_in_batch`` is
+        the number of target tokens of the whole global batch (all processes)."""
+        group = self.groups[int(self._permutation(epoch)[index])]
+        rows = group[self.process_index :: self.num_processes]
+        batch = collate_pairs([self.pairs.sources[i] for i in rows], [self.pairs.targets[i] for i in rows],
+                              self.pad_token_id)
+        batch["num_items_in_batch"] = sum(len(self.pairs.targets[i]) for i in group)
+        return batch
+
+
+__all__ = [
+    "EncodedPairs",
+    "LengthBatches",
+    "ParallelCorpus",
+    "collate_pairs",
+    "encode_corpus",
+    "load_parallel_dataset",
+    "read_parallel_corpus",
+]

@@ -1,0 +1,220 @@
+"""Sequence-to-sequence training on the engine: teacher forcing, validation loss and BLEU.
+
+:func:`train_seq2seq` trains any ``AutoModelForSeq2SeqLM`` of the package (the attention RNN
+encoder-decoder, the Transformer) — or a built-in one — on encoded sentence pairs. One update is
+one global batch of :class:`~.seq2seq_data.LengthBatches`: the model computes the teacher-forced
+loss from ``labels`` (its own label smoothing applies), and the loss is re-weighted by this
+process's share of the batch's target tokens, so ``P`` processes make exactly the update one
+process makes on the same global batch.
+
+Validation reports ``eval_loss`` (mean token NLL in nats, without label smoothing) and
+``eval_perplexity``; with ``eval_bleu_every_epoch`` also ``eval_bleu``, sacreBLEU of beam-search
+translations against the detokenised references.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from accelerate import Accelerator
+from accelerate.utils import gather_object
+
+from ..models.config_utils import invalid
+from .engine import EngineArguments, TrainingLoop, make_accelerator, perplexity
+from .seq2seq_data import EncodedPairs, LengthBatches, collate_pairs
+
+
+@dataclass
+class Seq2SeqTrainingArguments(EngineArguments):
+    """The engine's arguments plus batching and evaluation of a translation model.
+
+    ``max_tokens_per_batch`` (padded tokens of the longer side, all processes together) replaces
+    ``per_device_train_batch_size`` × processes sentences when given. ``eval_num_beams`` and
+    ``eval_max_new_tokens`` drive the beam search behind BLEU; ``eval_bleu_samples`` caps how many
+    validation sentences are translated (None: all).
+    """
+
+    per_device_train_batch_size: int = 64
+    max_tokens_per_batch: int | None = None
+    max_source_length: int = 128
+    max_target_length: int = 128
+    eval_batch_size: int = 64
+    eval_num_beams: int = 5
+    eval_max_new_tokens: int = 128
+    eval_bleu_samples: int | None = None
+    eval_bleu_every_epoch: bool = False
+
+    def __post_init__(self):
+        super().__post_init__()
+        for name in ("per_device_train_batch_size", "max_source_length", "max_target_length", "eval_batch_size",
+                     "eval_num_beams", "eval_max_new_tokens"):
+            if getattr(self, name) < 1:
+                raise invalid(name, getattr(self, name), "an integer >= 1")
+        for name in ("max_tokens_per_batch", "eval_bleu_samples"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise invalid(name, getattr(self, name), "None or an integer >= 1")
+
+
+def ddp_token_weight(local_tokens: int, global_tokens: int, num_processes: int) -> float:
+    """Factor for a process's mean token loss so that DDP's average of the processes' gradients equals
+    the gradient of the mean loss over all ``global_tokens`` target tokens of the global batch."""
+    return local_tokens * num_processes / global_tokens
+
+
+def _length_sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+@torch.no_grad()
+def pairs_nll(model, pairs: EncodedPairs, pad_token_id: int, batch_size: int, device) -> tuple[float, int]:
+    """``(sum of target-token NLLs in nats, number of target tokens)`` under teacher forcing."""
+    total, count = 0.0, 0
+    for rows in _length_sorted_batches([len(s) for s in pairs.sources], batch_size):
+        batch = collate_pairs([pairs.sources[i] for i in rows], [pairs.targets[i] for i in rows], pad_token_id)
+        batch = {k: v.to(device) for k, v in batch.items()}
+        logits = model(**batch).logits.float()  # (B, T, V)
+        total += F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=-100,
+                                 reduction="sum").item()
+        count += int((batch["labels"] != -100).sum())
+    return total, count
+
+
+@torch.no_grad()
+def translate_ids(model, sources: list[list[int]], tokenizer, *, batch_size: int = 64, num_beams: int = 5,
+                  max_new_tokens: int = 128, **generate_kwargs) -> list[str]:
+    """Beam-search translations of encoded ``sources`` (length-sorted batches, returned in input order)."""
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    texts: list[str | None] = [None] * len(sources)
+    for rows in _length_sorted_batches([len(s) for s in sources], batch_size):
+        batch = collate_pairs([sources[i] for i in rows], None, tokenizer.pad_token_id)
+        out = model.generate(**{k: v.to(device) for k, v in batch.items()}, num_beams=num_beams,
+                             max_new_tokens=max_new_tokens, do_sample=False, **generate_kwargs)
+        for i, text in zip(rows, tokenizer.batch_decode(out, skip_special_tokens=True), strict=True):
+            texts[i] = text.strip()
+    model.train(was_training)
+    return texts
+
+
+def translate(model, tokenizer, sentences: list[str], **kwargs) -> list[str]:
+    """Translate raw ``sentences`` (encoded as in training: no special tokens, then ``<eos>``)."""
+    eos = tokenizer.eos_token_id
+    sources = [ids + [eos] for ids in tokenizer(sentences, add_special_tokens=False)["input_ids"]]
+    return translate_ids(model, sources, tokenizer, **kwargs)
+
+
+def corpus_bleu(hypotheses: list[str], references: list[str]) -> float:
+    """sacreBLEU (13a tokenisation, one reference per sentence) of detokenised text."""
+    import sacrebleu
+
+    return sacrebleu.corpus_bleu(hypotheses, [references]).score
+
+
+def evaluate_bleu(model, tokenizer, pairs: EncodedPairs, references: list[str], *, accelerator: Accelerator | None = None,
+                  **translate_kwargs) -> tuple[float, list[str]]:
+    """BLEU of beam-search translations of ``pairs.sources`` against ``references``; returns the translations
+    too. With several processes each translates every ``P``-th sentence and the results are gathered."""
+    rank, world = (accelerator.process_index, accelerator.num_processes) if accelerator else (0, 1)
+    mine = list(range(rank, len(pairs), world))
+    texts = translate_ids(model, [pairs.sources[i] for i in mine], tokenizer, **translate_kwargs)
+    if world > 1:
+        gathered = gather_object([(i, t) for i, t in zip(mine, texts, strict=True)])
+        texts = [t for _, t in sorted(gathered)]
+    return corpus_bleu(texts, references), texts
+
+
+class Seq2SeqTrainingLoop(TrainingLoop):
+    """Teacher-forced training over length-sorted batches of sentence pairs."""
+
+    plot_title = "Sequence-to-sequence training"
+
+    def __init__(self, model, tokenizer, train_pairs: EncodedPairs, eval_pairs: EncodedPairs,
+                 eval_references: list[str], args: Seq2SeqTrainingArguments, accelerator: Accelerator):
+        self.train_pairs, self.eval_pairs, self.eval_references = train_pairs, eval_pairs, eval_references
+        super().__init__(model, tokenizer, args, accelerator)
+
+    def build_batches(self, model):
+        args, acc = self.args, self.accelerator
+        sizes = ({"max_tokens": args.max_tokens_per_batch} if args.max_tokens_per_batch else
+                 {"batch_size": args.per_device_train_batch_size * acc.num_processes})
+        return LengthBatches(self.train_pairs, self.tokenizer.pad_token_id, seed=args.seed,
+                             process_index=acc.process_index, num_processes=acc.num_processes, **sizes)
+
+    def compute_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, int]:
+        global_tokens = batch.pop("num_items_in_batch")
+        batch = {k: v.to(self.accelerator.device) for k, v in batch.items()}
+        local_tokens = int((batch["labels"] != -100).sum())
+        loss = self.model(**batch).loss  # mean over this process's target tokens
+        return loss * ddp_token_weight(local_tokens, global_tokens, self.accelerator.num_processes), local_tokens
+
+    def evaluate_metrics(self, model, with_bleu: bool | None = None) -> dict[str, float]:
+        acc, args = self.accelerator, self.args
+        shard = EncodedPairs(self.eval_pairs.sources[acc.process_index :: acc.num_processes],
+                             self.eval_pairs.targets[acc.process_index :: acc.num_processes])
+        was_training = model.training
+        model.eval()
+        total, count = pairs_nll(model, shard, self.tokenizer.pad_token_id, args.eval_batch_size, acc.device)
+        model.train(was_training)
+        sums = torch.tensor([total, float(count)], dtype=torch.float64, device=acc.device)
+        if acc.num_processes > 1:
+            sums = acc.reduce(sums, reduction="sum")
+        loss = (sums[0] / sums[1]).item()
+        metrics = {"eval_loss": loss, "eval_perplexity": perplexity(loss)}
+        if with_bleu if with_bleu is not None else args.eval_bleu_every_epoch:
+            metrics["eval_bleu"] = self.bleu(model)
+        return metrics
+
+    def bleu(self, model) -> float:
+        limit = self.args.eval_bleu_samples or len(self.eval_pairs)
+        pairs = EncodedPairs(self.eval_pairs.sources[:limit], self.eval_pairs.targets[:limit])
+        score, _ = evaluate_bleu(model, self.tokenizer, pairs, self.eval_references[:limit],
+                                 accelerator=self.accelerator, batch_size=self.args.eval_batch_size,
+                                 num_beams=self.args.eval_num_beams, max_new_tokens=self.args.eval_max_new_tokens)
+        return score
+
+    def run(self) -> dict[str, Any]:
+        results = super().run()
+        if "eval_bleu" not in results:  # BLEU at least once, on the final model
+            self.last_eval["eval_bleu"] = results["eval_bleu"] = self.bleu(self.accelerator.unwrap_model(self.model))
+        return results
+
+    def card_arguments(self) -> dict[str, Any]:
+        args = self.args
+        batch = (f"{args.max_tokens_per_batch} tokens" if args.max_tokens_per_batch else
+                 f"{args.per_device_train_batch_size * self.accelerator.num_processes} sentence pairs")
+        return {"batch (global, by length)": batch,
+                "max source / target length": f"{args.max_source_length} / {args.max_target_length}",
+                "label smoothing": getattr(self.accelerator.unwrap_model(self.model).config, "label_smoothing", None),
+                "validation BLEU": f"beam search, {args.eval_num_beams} beams"}
+
+
+def train_seq2seq(model, tokenizer, train_pairs: EncodedPairs, eval_pairs: EncodedPairs, eval_references: list[str],
+                  args: Seq2SeqTrainingArguments, accelerator: Accelerator | None = None,
+                  training_data: str | None = None) -> dict[str, Any]:
+    """Train ``model`` on ``train_pairs``, validate on ``eval_pairs`` (BLEU against ``eval_references``).
+
+    Returns ``train_loss``, ``eval_loss``, ``eval_perplexity``, ``eval_bleu``, ``steps``, ``epochs``,
+    ``train_runtime_seconds`` and ``train_tokens_per_second`` (target tokens, all processes); writes
+    the model, tokenizer, checkpoints, history, loss curve and model card to ``args.output_dir``.
+    """
+    accelerator = accelerator or make_accelerator(args)
+    loop = Seq2SeqTrainingLoop(model, tokenizer, train_pairs, eval_pairs, eval_references, args, accelerator)
+    return loop.train(training_data)
+
+
+__all__ = [
+    "Seq2SeqTrainingArguments",
+    "Seq2SeqTrainingLoop",
+    "corpus_bleu",
+    "ddp_token_weight",
+    "evaluate_bleu",
+    "pairs_nll",
+    "train_seq2seq",
+    "translate",
+    "translate_ids",
+]

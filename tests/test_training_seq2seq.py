@@ -1,0 +1,245 @@
+"""Sequence-to-sequence training: corpus reading, length batching, token-weighted losses, the loop.
+
+The engine is model-agnostic, so the loop is checked here on a tiny built-in ``MarianMTModel``; the
+package's own encoder-decoders are trained through the command line in their own tests.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForSeq2SeqLM, MarianConfig, MarianMTModel
+
+from hf_seqmodels.tokenization import train_tokenizer
+from hf_seqmodels.training.seq2seq_cli import MODEL_FAMILIES
+from hf_seqmodels.training.seq2seq_cli import main as seq2seq_main
+from hf_seqmodels.training.seq2seq_data import (
+    EncodedPairs,
+    LengthBatches,
+    ParallelCorpus,
+    collate_pairs,
+    encode_corpus,
+    read_parallel_corpus,
+)
+from hf_seqmodels.training.seq2seq_trainer import (
+    Seq2SeqTrainingArguments,
+    corpus_bleu,
+    ddp_token_weight,
+    train_seq2seq,
+)
+
+WORDS = "alpha beta gamma delta eps zeta eta theta".split()
+
+
+def reversal_corpus(n: int, seed: int) -> ParallelCorpus:
+    rng = random.Random(seed)
+    sources = [" ".join(rng.choices(WORDS, k=rng.randint(2, 5))) for _ in range(n)]
+    return ParallelCorpus(sources, [" ".join(reversed(s.split())) for s in sources])
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    corpus = reversal_corpus(50, seed=0)
+    path = tmp_path_factory.mktemp("tok") / "text.txt"
+    path.write_text("\n".join(corpus.sources + corpus.targets))
+    return train_tokenizer([str(path)], kind="word", vocab_size=40, min_frequency=1)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def test_reads_tsv_with_and_without_header_jsonl_and_line_aligned_files(tmp_path):
+    (tmp_path / "h.tsv").write_text("id\ten\tde\n1\ta cat\teine Katze\n2\ta dog\tein Hund\n")
+    with_header = read_parallel_corpus(str(tmp_path / "h.tsv"), source_field="en", target_field="de")
+    assert with_header == ParallelCorpus(["a cat", "a dog"], ["eine Katze", "ein Hund"])
+    (tmp_path / "n.tsv").write_text("a cat\teine Katze\na dog\tein Hund\n")
+    assert read_parallel_corpus(str(tmp_path / "n.tsv"), source_field="0", target_field="1") == with_header
+    records = [{"translation": {"en": s, "de": t}} for s, t in zip(with_header.sources, with_header.targets, strict=True)]
+    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    nested = read_parallel_corpus(str(tmp_path / "d.jsonl"), source_field="translation.en",
+                                  target_field="translation.de")
+    assert nested == with_header
+    with gzip.open(tmp_path / "x.en.gz", "wt") as f:
+        f.write("a cat\na dog\n")
+    (tmp_path / "x.de").write_text("eine Katze\nein Hund\n")
+    aligned = read_parallel_corpus(source_file=str(tmp_path / "x.en.gz"), target_file=str(tmp_path / "x.de"))
+    assert aligned == with_header
+
+
+def test_reading_errors_name_the_problem(tmp_path):
+    (tmp_path / "h.tsv").write_text("en\tde\na\tb\n")
+    with pytest.raises(KeyError, match="no column 'source'"):
+        read_parallel_corpus(str(tmp_path / "h.tsv"))
+    (tmp_path / "a.txt").write_text("one\ntwo\n")
+    (tmp_path / "b.txt").write_text("eins\n")
+    with pytest.raises(ValueError, match="2 sources and 1 targets"):
+        read_parallel_corpus(source_file=str(tmp_path / "a.txt"), target_file=str(tmp_path / "b.txt"))
+    with pytest.raises(ValueError, match=r"`train_file`=.*\.tsv or \.jsonl"):
+        read_parallel_corpus(str(tmp_path / "data.parquet"))
+    (tmp_path / "r.jsonl").write_text('{"en": "a"}\n')
+    with pytest.raises(KeyError, match="record 1: no field 'de'"):
+        read_parallel_corpus(str(tmp_path / "r.jsonl"), source_field="en", target_field="de")
+
+
+# --------------------------------------------------------------------------- ids and batches
+
+
+def test_encode_appends_eos_drops_empty_and_long_pairs_or_truncates(tokenizer):
+    corpus = ParallelCorpus(["alpha beta", "", "alpha beta gamma delta"], ["beta alpha", "x", "delta gamma beta alpha"])
+    pairs = encode_corpus(corpus, tokenizer, max_source_length=4, max_target_length=4)
+    eos = tokenizer.eos_token_id
+    assert len(pairs) == 1 and pairs.sources[0][-1] == eos and len(pairs.sources[0]) == 3
+    assert tokenizer.decode(pairs.targets[0], skip_special_tokens=True) == "beta alpha"
+    kept = encode_corpus(corpus, tokenizer, max_source_length=4, max_target_length=4, drop_longer=False)
+    assert len(kept) == 2 and len(kept.sources[1]) == 4 and kept.sources[1][-1] == eos
+
+
+def test_collate_pads_sources_with_pad_and_labels_with_minus_100():
+    batch = collate_pairs([[5, 6, 3], [7, 3]], [[8, 3], [9, 10, 11, 3]], pad_token_id=0)
+    assert batch["input_ids"].tolist() == [[5, 6, 3], [7, 3, 0]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]
+    assert batch["labels"].tolist() == [[8, 3, -100, -100], [9, 10, 11, 3]]
+
+
+def _pairs(n: int, seed: int = 0) -> EncodedPairs:
+    rng = random.Random(seed)
+    sources = [[rng.randint(4, 20) for _ in range(rng.randint(1, 12))] + [3] for _ in range(n)]
+    targets = [[rng.randint(4, 20) for _ in range(rng.randint(1, 12))] + [3] for _ in range(n)]
+    return EncodedPairs(sources, targets)
+
+
+def _rows(batch) -> list[tuple]:
+    return [tuple(row[m.bool()].tolist()) for row, m in zip(batch["input_ids"], batch["attention_mask"], strict=True)]
+
+
+@pytest.mark.parametrize("sizes", [{"batch_size": 8}, {"max_tokens": 40}])
+def test_length_batches_visit_every_pair_once_per_epoch_in_a_seeded_order(sizes):
+    pairs = _pairs(100)
+    batches = LengthBatches(pairs, pad_token_id=0, seed=7, **sizes)
+    epoch0 = [batches.batch(i, epoch=0) for i in range(len(batches))]
+    seen = sorted(r for b in epoch0 for r in _rows(b))
+    assert seen == sorted(tuple(s) for s in pairs.sources)  # every pair exactly once
+    for b in epoch0:
+        padded = b["input_ids"].numel(), b["labels"].numel()
+        if "max_tokens" in sizes:
+            assert max(padded) <= sizes["max_tokens"]
+        assert b["num_items_in_batch"] == int((b["labels"] != -100).sum())
+    again = LengthBatches(pairs, pad_token_id=0, seed=7, **sizes)
+    assert all(torch.equal(again.batch(i, 0)["input_ids"], epoch0[i]["input_ids"]) for i in range(len(batches)))
+    assert any(not torch.equal(batches.batch(i, 1)["input_ids"], epoch0[i]["input_ids"]) for i in range(len(batches)))
+
+
+def test_two_process_shards_make_up_the_global_batch_and_its_gradient():
+    torch.manual_seed(0)
+    pairs = _pairs(40, seed=1)
+    whole = LengthBatches(pairs, pad_token_id=0, batch_size=10, seed=3)
+    shards = [LengthBatches(pairs, pad_token_id=0, batch_size=10, seed=3, process_index=p, num_processes=2)
+              for p in (0, 1)]
+    embed, head = torch.nn.Embedding(21, 8), torch.nn.Linear(8, 21)
+
+    def grad_of(batch, weight=1.0):
+        """Gradient of a toy model's mean token loss, the way the loop weights it."""
+        embed.zero_grad(), head.zero_grad()
+        labels = batch["labels"]
+        hidden = embed(batch["input_ids"]).mean(dim=1, keepdim=True)  # (B, 1, 8)
+        logits = head(hidden).expand(-1, labels.shape[1], -1)  # (B, T, V)
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+        (loss * weight).backward()
+        return head.weight.grad.clone()
+
+    for index in range(len(whole)):
+        full = whole.batch(index, epoch=2)
+        parts = [s.batch(index, epoch=2) for s in shards]
+        assert sorted(_rows(parts[0]) + _rows(parts[1])) == sorted(_rows(full))
+        assert parts[0]["num_items_in_batch"] == parts[1]["num_items_in_batch"] == full["num_items_in_batch"]
+        reference = grad_of(full)
+        weights = [ddp_token_weight(int((p["labels"] != -100).sum()), p["num_items_in_batch"], 2) for p in parts]
+        averaged = (grad_of(parts[0], weights[0]) + grad_of(parts[1], weights[1])) / 2  # what DDP computes
+        torch.testing.assert_close(averaged, reference, rtol=1e-5, atol=1e-7)
+
+
+def test_corpus_bleu_is_sacrebleu():
+    assert corpus_bleu(["a small cat sat on the mat ."], ["a small cat sat on the mat ."]) == pytest.approx(100.0)
+    assert corpus_bleu(["dog"], ["a small cat sat on the mat ."]) == pytest.approx(0.0)
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+def tiny_marian(tokenizer) -> MarianMTModel:
+    torch.manual_seed(0)
+    config = MarianConfig(vocab_size=len(tokenizer), d_model=16, encoder_layers=1, decoder_layers=1,
+                          encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
+                          decoder_ffn_dim=32, max_position_embeddings=32, pad_token_id=tokenizer.pad_token_id,
+                          eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id,
+                          forced_eos_token_id=None)
+    return MarianMTModel(config)
+
+
+def run_args(output_dir: Path, **overrides) -> Seq2SeqTrainingArguments:
+    defaults = dict(output_dir=str(output_dir), num_train_epochs=2, per_device_train_batch_size=16,
+                    optimizer="adamw", learning_rate=1e-2, eval_num_beams=2, eval_max_new_tokens=8,
+                    eval_bleu_samples=8, plot=False, disable_tqdm=True, use_cpu=True, seed=5)
+    return Seq2SeqTrainingArguments(**{**defaults, **overrides})
+
+
+def test_training_lowers_the_loss_and_resume_ends_with_the_same_weights(tokenizer, tmp_path):
+    train = encode_corpus(reversal_corpus(64, seed=1), tokenizer)
+    valid_corpus = reversal_corpus(8, seed=2)
+    valid = encode_corpus(valid_corpus, tokenizer, drop_longer=False)
+    straight = train_seq2seq(tiny_marian(tokenizer), tokenizer, train, valid, valid_corpus.targets,
+                             run_args(tmp_path / "a"))
+    assert straight["steps"] == 8 and 0.0 <= straight["eval_bleu"] <= 100.0
+    assert straight["eval_loss"] < straight["train_loss"]  # the mean over updates includes the first ones
+    assert straight["eval_loss"] < math.log(len(tokenizer))  # better than a uniform guess
+    assert (tmp_path / "a" / "model.safetensors").is_file() and (tmp_path / "a" / "README.md").is_file()
+
+    train_seq2seq(tiny_marian(tokenizer), tokenizer, train, valid, valid_corpus.targets,
+                  run_args(tmp_path / "b", max_steps=3))
+    resumed = train_seq2seq(tiny_marian(tokenizer), tokenizer, train, valid, valid_corpus.targets,
+                            run_args(tmp_path / "b", resume_from_checkpoint="latest"))
+    assert resumed["steps"] == 8
+    a, b = load_file(str(tmp_path / "a" / "model.safetensors")), load_file(str(tmp_path / "b" / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_arguments_are_validated():
+    with pytest.raises(ValueError, match=r"`eval_num_beams`=0"):
+        Seq2SeqTrainingArguments(output_dir="x", eval_num_beams=0)
+    with pytest.raises(ValueError, match=r"`max_tokens_per_batch`=0"):
+        Seq2SeqTrainingArguments(output_dir="x", max_tokens_per_batch=0)
+    with pytest.raises(ValueError, match=r"`max_tokens_per_batch`=3: expected at least the longest sentence"):
+        LengthBatches(_pairs(10), pad_token_id=0, max_tokens=3)
+
+
+@pytest.mark.parametrize("family", sorted(MODEL_FAMILIES))
+def test_cli_trains_reports_bleu_and_writes_a_hub_ready_folder(family, tmp_path):
+    for split, n, seed in (("train", 48, 1), ("valid", 6, 2)):
+        corpus = reversal_corpus(n, seed)
+        rows = ["src\ttgt"] + [f"{s}\t{t}" for s, t in zip(corpus.sources, corpus.targets, strict=True)]
+        (tmp_path / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "run"
+    results = seq2seq_main([
+        "--train_file", str(tmp_path / "train.tsv"), "--validation_file", str(tmp_path / "valid.tsv"),
+        "--source_field", "src", "--target_field", "tgt", "--tokenizer_kind", "word", "--vocab_size", "40",
+        "--min_frequency", "1", "--model_family", family, "--preset", "tiny", "--output_dir", str(out),
+        "--max_steps", "3", "--per_device_train_batch_size", "16", "--optimizer", "adamw",
+        "--learning_rate", "1e-2", "--eval_num_beams", "2", "--eval_max_new_tokens", "8", "--disable_tqdm",
+    ])
+    assert results["steps"] == 3 and 0.0 <= results["validation_bleu"] <= 100.0
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "generation_config.json", "README.md",
+                 "attention.png", "loss_curve.png", "validation_translations.tsv"):
+        assert (out / name).is_file(), name
+    lines = (out / "validation_translations.tsv").read_text().splitlines()
+    assert len(lines) == 7 and lines[0] == "source\thypothesis\treference"
+    card = (out / "README.md").read_text()
+    assert "| validation_bleu |" in card and "](attention.png)" in card and "AutoModelForSeq2SeqLM" in card
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(out)
+    assert reloaded.config.model_type == f"hfsm_{family}" and reloaded.config.decoder_start_token_id == 2

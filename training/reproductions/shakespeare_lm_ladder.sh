@@ -27,8 +27,8 @@ run nnlm --model_family nnlm --preset bengio-2003 \
     --config_overrides "context_size=10,embedding_size=32,hidden_size=512" \
     --num_train_epochs 6 --max_train_minutes 8
 run rnn --model_family rnn --preset char-rnn --config_overrides "cell_type=rnn_tanh,hidden_dropout_prob=0.1" \
-    --num_train_epochs 8 --max_train_minutes 12
+    --num_train_epochs 6 --max_train_minutes 12
 run gru --model_family rnn --preset char-rnn --config_overrides "cell_type=gru" \
-    --num_train_epochs 8 --max_train_minutes 25
+    --num_train_epochs 5 --max_train_minutes 15
 run lstm --model_family rnn --preset char-rnn --config_overrides "cell_type=lstm" \
-    --num_train_epochs 10 --max_train_minutes 40
+    --num_train_epochs 6 --max_train_minutes 22

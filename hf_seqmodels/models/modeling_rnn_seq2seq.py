@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 from transformers import LogitsProcessorList
 from transformers.modeling_outputs import ModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.utils.generic import can_return_tuple
@@ -31,6 +30,7 @@ from .modeling_rnn import RNNPreTrainedModel
 from .recurrent_stack import RecurrentStack
 from .rnn_attention import attend, build_attention
 from .stateful_generation import StatefulGenerationMixin
+from .teacher_forcing import shift_tokens_right, token_cross_entropy
 
 
 @dataclass
@@ -261,14 +261,6 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
         )
 
 
-def shift_tokens_right(labels: torch.LongTensor, pad_token_id: int, decoder_start_token_id: int) -> torch.LongTensor:
-    """Teacher forcing: the decoder reads ``[start, y_1, ..., y_{T-1}]`` to predict ``[y_1, ..., y_T]``."""
-    shifted = labels.new_full(labels.shape, pad_token_id)
-    shifted[:, 1:] = labels[:, :-1]
-    shifted[:, 0] = decoder_start_token_id
-    return shifted.masked_fill(shifted == -100, pad_token_id)
-
-
 class RNNSeq2SeqForConditionalGeneration(RNNSeq2SeqPreTrainedModel, StatefulGenerationMixin):
     """Translation model ``p(y_t | y_<t, x) = softmax(W_o o_t + b_o)`` with greedy, sampling and beam search.
 
@@ -277,7 +269,6 @@ class RNNSeq2SeqForConditionalGeneration(RNNSeq2SeqPreTrainedModel, StatefulGene
     """
 
     _tied_weights_keys = {"lm_head.weight": "model.decoder.embed_tokens.weight"}
-    accepts_loss_kwargs = False  # the loss is a mean over target tokens; Trainer scales it itself
 
     def __init__(self, config: RNNSeq2SeqConfig):
         super().__init__(config)
@@ -328,8 +319,7 @@ class RNNSeq2SeqForConditionalGeneration(RNNSeq2SeqPreTrainedModel, StatefulGene
         logits = self.lm_head(hidden)  # (B, T, V)
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100,
-                                   label_smoothing=self.config.label_smoothing)
+            loss = token_cross_entropy(logits, labels, self.config.label_smoothing, kwargs.get("num_items_in_batch"))
         return Seq2SeqLMOutput(
             loss=loss, logits=logits, past_key_values=out.past_key_values, cross_attentions=out.cross_attentions,
             encoder_last_hidden_state=out.encoder_last_hidden_state, encoder_hidden_states=out.encoder_hidden_states,

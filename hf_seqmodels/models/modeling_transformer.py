@@ -33,6 +33,7 @@ from .configuration_transformer import TransformerConfig, TransformerConfigBase,
 from .input_checks import check_input_ids, current_mask
 from .multi_head_attention import attention_bias
 from .positional_encoding import build_positional_encoding, position_ids_from_mask
+from .teacher_forcing import shift_tokens_right, token_cross_entropy
 from .transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
 
 
@@ -180,28 +181,6 @@ class TransformerDecoder(nn.Module):
             attentions=tuple(self_attentions) if output_attentions else None,
             cross_attentions=tuple(cross_attentions) if output_attentions and self.cross_attention else None,
         )
-
-
-def token_cross_entropy(
-    logits: torch.Tensor, labels: torch.Tensor, label_smoothing: float, num_items_in_batch=None
-) -> torch.Tensor:
-    r"""Mean over the labels that are not ``-100`` of the cross-entropy with the smoothed target
-    :math:`q = (1 - \epsilon_{ls})\,\mathrm{onehot}(y) + \epsilon_{ls} / V`. Trainer's ``num_items_in_batch``
-    (labels in all accumulated micro-batches) replaces the count, so gradient accumulation averages right."""
-    loss = nn.functional.cross_entropy(
-        logits.flatten(0, 1).float(), labels.flatten().to(logits.device),
-        ignore_index=-100, label_smoothing=label_smoothing, reduction="sum",
-    )
-    count = num_items_in_batch if num_items_in_batch is not None else (labels != -100).sum()
-    return loss / count
-
-
-def shift_tokens_right(labels: torch.LongTensor, pad_token_id: int, decoder_start_token_id: int) -> torch.LongTensor:
-    """Decoder inputs for teacher forcing: ``[start, y_1, ..., y_{T-1}]`` (``-100`` becomes padding)."""
-    shifted = labels.new_full(labels.shape, pad_token_id)
-    shifted[:, 1:] = labels[:, :-1]
-    shifted[:, 0] = decoder_start_token_id
-    return shifted.masked_fill(shifted == -100, pad_token_id)
 
 
 class TransformerPreTrainedModel(PreTrainedModel):

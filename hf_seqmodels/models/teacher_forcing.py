@@ -1,0 +1,35 @@
+"""Teacher forcing, shared by every encoder-decoder of the package: decoder inputs and the token loss.
+
+Copied next to the model code by ``save_pretrained``: imports only torch.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def shift_tokens_right(labels: torch.LongTensor, pad_token_id: int, decoder_start_token_id: int) -> torch.LongTensor:
+    """Decoder inputs ``[start, y_1, ..., y_{T-1}]`` that predict ``labels`` ``[y_1, ..., y_T]``
+    (``-100`` becomes padding)."""
+    shifted = labels.new_full(labels.shape, pad_token_id)
+    shifted[:, 1:] = labels[:, :-1]
+    shifted[:, 0] = decoder_start_token_id
+    return shifted.masked_fill(shifted == -100, pad_token_id)
+
+
+def token_cross_entropy(
+    logits: torch.Tensor, labels: torch.Tensor, label_smoothing: float, num_items_in_batch=None
+) -> torch.Tensor:
+    r"""Mean over the labels that are not ``-100`` of the cross-entropy with the smoothed target
+    :math:`q = (1 - \epsilon_{ls})\,\mathrm{onehot}(y) + \epsilon_{ls} / V`. Trainer's ``num_items_in_batch``
+    (labels in all accumulated micro-batches) replaces the count, so gradient accumulation averages right."""
+    loss = nn.functional.cross_entropy(
+        logits.flatten(0, 1).float(), labels.flatten().to(logits.device),
+        ignore_index=-100, label_smoothing=label_smoothing, reduction="sum",
+    )
+    count = num_items_in_batch if num_items_in_batch is not None else (labels != -100).sum()
+    return loss / count
+
+
+__all__ = ["shift_tokens_right", "token_cross_entropy"]

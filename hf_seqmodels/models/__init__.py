@@ -11,6 +11,7 @@ weights, so everything here imports only torch, transformers, the standard libra
 * ``stateful_generation.py`` – generate() support and the LM loss of models whose cache is a state;
 * ``multi_head_attention.py``, ``positional_encoding.py``, ``feed_forward.py`` – the attention, position
   and feed-forward blocks of the Transformer family (and BERT); ``transformer_layers.py`` – its layers;
+* ``teacher_forcing.py`` – decoder inputs and the label-smoothed token loss of the encoder-decoders;
 * ``config_utils.py`` – presets and config validation; ``input_checks.py`` – input validation.
 """
 

@@ -16,7 +16,14 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
-from hf_seqmodels import NNLMConfig, NNLMForCausalLM, RNNConfig, RNNForCausalLM
+from hf_seqmodels import (
+    NNLMConfig,
+    NNLMForCausalLM,
+    RNNConfig,
+    RNNForCausalLM,
+    TransformerForCausalLM,
+    TransformerLMConfig,
+)
 from hf_seqmodels.training import LMTrainingArguments, checkpointing, evaluate_causal_lm, train_causal_lm
 from hf_seqmodels.training.cli_common import parse_config_overrides
 from hf_seqmodels.training.data import (
@@ -78,6 +85,14 @@ def tiny_nnlm(vocab_size: int, dropout: float = 0.0, seed: int = 0) -> NNLMForCa
     config = NNLMConfig.from_preset("tiny", vocab_size=vocab_size, context_size=4, embedding_size=12,
                                     hidden_size=32, hidden_dropout_prob=dropout)
     return NNLMForCausalLM(config)
+
+
+def tiny_transformer_lm(vocab_size: int, seed: int = 0) -> TransformerForCausalLM:
+    torch.manual_seed(seed)
+    return TransformerForCausalLM(TransformerLMConfig.from_preset("tiny", vocab_size=vocab_size, dropout=0.0))
+
+
+TINY_MODELS = {"lstm": tiny_lstm, "nnlm": tiny_nnlm, "transformer_lm": tiny_transformer_lm}
 
 
 def engine_args(output_dir: Path, **overrides) -> LMTrainingArguments:
@@ -199,10 +214,10 @@ def test_noam_schedule_is_the_papers_formula():
 # --------------------------------------------------------------------------- the engine
 
 
-@pytest.mark.parametrize("family", ["lstm", "nnlm"])
+@pytest.mark.parametrize("family", sorted(TINY_MODELS))
 def test_training_lowers_validation_loss(family, tokenizer, corpus_ids, tmp_path):
     train_ids, eval_ids = corpus_ids
-    model = tiny_lstm(len(tokenizer)) if family == "lstm" else tiny_nnlm(len(tokenizer))
+    model = TINY_MODELS[family](len(tokenizer))
     before = evaluate_causal_lm(model, eval_ids, batch_size=2, bptt=16)["eval_loss"]
     results = train_causal_lm(model, tokenizer, train_ids, eval_ids, engine_args(tmp_path, num_train_epochs=3))
     assert results["steps"] == 3 * math.ceil((1600 // 4 - 1) / 16)

@@ -392,6 +392,7 @@ class TransformerForCausalLM(TransformerPreTrainedModel, GenerationMixin):
             input_ids: ``(B, T)``; with ``past_key_values``, only the tokens after the cached ones.
             attention_mask: ``(B, past + T)``, 0 = padding (left-pad prompts for batched generation).
             labels: ``(B, T)``, shifted inside (token ``t`` predicts ``t + 1``), ``-100`` ignored.
+                Pass ``shift_labels`` instead to give already-aligned targets (contiguous text windows).
 
         Returns:
             ``CausalLMOutputWithPast``: ``loss``, ``logits`` ``(B, T, vocab_size)``, the ``DynamicCache``,
@@ -402,11 +403,11 @@ class TransformerForCausalLM(TransformerPreTrainedModel, GenerationMixin):
             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
         )
         logits = self.lm_head(out.last_hidden_state)  # (B, T, V)
-        loss = None
+        loss, smoothing = None, self.config.label_smoothing
         if labels is not None:
-            loss = token_cross_entropy(
-                logits[:, :-1], labels[:, 1:], self.config.label_smoothing, num_items_in_batch
-            )
+            loss = token_cross_entropy(logits[:, :-1], labels[:, 1:], smoothing, num_items_in_batch)
+        elif kwargs.get("shift_labels") is not None:
+            loss = token_cross_entropy(logits, kwargs["shift_labels"], smoothing, num_items_in_batch)
         return CausalLMOutputWithPast(
             loss=loss, logits=logits, past_key_values=out.past_key_values,
             hidden_states=out.hidden_states, attentions=out.attentions,

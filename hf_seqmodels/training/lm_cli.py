@@ -22,7 +22,7 @@ from accelerate.logging import get_logger
 from accelerate.utils import set_seed
 from transformers import AutoModelForCausalLM
 
-from ..models import NNLMConfig, RNNConfig
+from ..models import NNLMConfig, RNNConfig, TransformerLMConfig
 from .cli_common import (
     add_engine_arguments,
     add_model_arguments,
@@ -39,12 +39,12 @@ from .lm_trainer import LMTrainingArguments, train_causal_lm
 
 logger = get_logger(__name__)
 
-MODEL_FAMILIES = {"nnlm": NNLMConfig, "rnn": RNNConfig}
+MODEL_FAMILIES = {"nnlm": NNLMConfig, "rnn": RNNConfig, "transformer_lm": TransformerLMConfig}
 
 LM_HELP = {
     "num_train_epochs": "passes over the training streams",
     "per_device_train_batch_size": "stream rows per process; the global batch is this × processes",
-    "bptt": "tokens per truncated-BPTT window",
+    "bptt": "tokens per truncated-BPTT window (the Transformer LM's context length)",
     "eval_batch_size": "rows the validation stream is cut into (1 scores every token in one stream)",
     "shuffle_windows": "NNLM only: read fixed (context + bptt) windows in a random order",
 }
@@ -52,7 +52,7 @@ LM_HELP = {
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``training/train_lm.py``: model, tokenizer, data and engine options."""
-    parser = argparse.ArgumentParser(description="Train an NNLM or RNN/LSTM/GRU causal language model with TBPTT.",
+    parser = argparse.ArgumentParser(description="Train an NNLM, RNN/LSTM/GRU (TBPTT) or Transformer causal language model.",
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_model_arguments(parser, MODEL_FAMILIES, "rnn", "tiny, zaremba-small, bengio-2003")
     add_tokenizer_arguments(parser, default_kind="char")

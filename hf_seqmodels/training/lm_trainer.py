@@ -1,6 +1,6 @@
 """Causal language modelling on the training engine: truncated back-propagation through time over streams.
 
-:func:`train_causal_lm` trains any stateful causal LM of the package (RNN/LSTM/GRU, NNLM) with
+:func:`train_causal_lm` trains any causal LM of the package (RNN/LSTM/GRU, NNLM, Transformer) with
 ``accelerate``: unchanged on one CPU process, under ``accelerate launch`` / ``torchrun`` with
 several processes, or on a GPU. With ``P`` processes the ``B = per_device_train_batch_size × P``
 global stream rows are split into ``P`` contiguous blocks, one per process; every process averages
@@ -8,7 +8,8 @@ its loss over the same number of tokens and DDP averages the gradients, so ``P``
 ``B / P`` rows each compute the same update as one process with ``B`` rows.
 
 One update = one TBPTT window (:mod:`.data`): forward with the carried state, backward, clip,
-optimizer step, scheduler step, detach the state. The validation loss (mean token NLL in nats,
+optimizer step, scheduler step, detach the state. A Transformer LM carries no state: each window
+is one training context of ``bptt`` tokens. The validation loss (mean token NLL in nats,
 token-weighted, over the whole validation stream with the state carried) is computed after each
 epoch and at the end. The loop itself — checkpoints, resuming, logging, the time cap — is the
 engine's (:mod:`.engine`).
@@ -66,9 +67,15 @@ def build_train_windows(train_ids: torch.Tensor, args: LMTrainingArguments, mode
     )
 
 
+def is_stateful(model: torch.nn.Module) -> bool:
+    """True for models whose generation cache is a fixed-size state carried across windows (RNNs, NNLM)."""
+    return bool(getattr(model, "_is_stateful", False))
+
+
 @torch.no_grad()
 def stream_nll(model: torch.nn.Module, windows: StreamWindows, device: torch.device) -> tuple[float, int]:
-    """``(sum of token NLLs in nats, number of target tokens)`` of ``windows``, the state carried."""
+    """``(sum of token NLLs in nats, number of target tokens)`` of ``windows``, the state carried (a
+    model without a state, the Transformer LM, scores each window on its own)."""
     if windows.streams.shape[0] == 0:
         return 0.0, 0
     was_training = model.training
@@ -77,7 +84,8 @@ def stream_nll(model: torch.nn.Module, windows: StreamWindows, device: torch.dev
     for index in range(len(windows)):
         window = windows.batch(index)
         labels = window.labels.to(device)
-        out = model(window.input_ids.to(device), past_key_values=state, use_cache=True)
+        carried = {"past_key_values": state, "use_cache": True} if is_stateful(model) else {"use_cache": False}
+        out = model(window.input_ids.to(device), **carried)
         logits = out.logits.float().flatten(0, 1)  # (B*T, V)
         total += F.cross_entropy(logits, labels.flatten(), ignore_index=-100, reduction="sum").item()
         count += int((labels != -100).sum())
@@ -125,16 +133,22 @@ class LMTrainingLoop(TrainingLoop):
         return build_train_windows(self.train_ids, self.args, model, self.accelerator.process_index,
                                    self.accelerator.num_processes)
 
-    def _model_state(self, window: Window) -> RecurrentState | None:
+    def _state_kwargs(self, window: Window) -> dict[str, Any]:
+        """What the model reads besides the window: the carried state (RNNs), the context ids of a shuffled
+        window (NNLM), or nothing (a Transformer LM attends within its window only)."""
+        if not is_stateful(self.accelerator.unwrap_model(self.model)):
+            return {"use_cache": False}
         if window.context is not None:
-            return RecurrentState((window.context.to(self.accelerator.device),), 0)
-        return self.carried
+            return {"past_key_values": RecurrentState((window.context.to(self.accelerator.device),), 0),
+                    "use_cache": True}
+        return {"past_key_values": self.carried, "use_cache": True}
 
     def compute_loss(self, window: Window) -> tuple[torch.Tensor, int]:
         device = self.accelerator.device
-        out = self.model(window.input_ids.to(device), past_key_values=self._model_state(window),
-                         shift_labels=window.labels.to(device), use_cache=True)
-        self.carried = out.past_key_values.detach() if self.batches.carries_state else None
+        out = self.model(window.input_ids.to(device), shift_labels=window.labels.to(device),
+                         **self._state_kwargs(window))
+        carry = self.batches.carries_state and out.past_key_values is not None
+        self.carried = out.past_key_values.detach() if carry else None
         return out.loss, window.labels.numel()
 
     def evaluate_metrics(self, model) -> dict[str, float]:
@@ -170,6 +184,7 @@ __all__ = [
     "build_train_windows",
     "card_training_args",
     "evaluate_causal_lm",
+    "is_stateful",
     "stream_nll",
     "train_causal_lm",
 ]

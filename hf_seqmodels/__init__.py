@@ -5,6 +5,15 @@ classes, so ``AutoModelForCausalLM.from_pretrained(folder)`` works for our check
 """
 
 from .models import (
+    BertConfig,
+    BertForMaskedLM,
+    BertForMultipleChoice,
+    BertForNextSentencePrediction,
+    BertForPreTraining,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    BertModel,
     NNLMConfig,
     NNLMForCausalLM,
     RecurrentState,
@@ -31,6 +40,15 @@ register_pipelines()
 __version__ = "0.1.0"
 
 __all__ = [
+    "BertConfig",
+    "BertForMaskedLM",
+    "BertForMultipleChoice",
+    "BertForNextSentencePrediction",
+    "BertForPreTraining",
+    "BertForQuestionAnswering",
+    "BertForSequenceClassification",
+    "BertForTokenClassification",
+    "BertModel",
     "NNLMConfig",
     "NNLMForCausalLM",
     "RNNConfig",

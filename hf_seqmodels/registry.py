@@ -12,12 +12,26 @@ from transformers import (
     AutoConfig,
     AutoModel,
     AutoModelForCausalLM,
+    AutoModelForMaskedLM,
+    AutoModelForMultipleChoice,
+    AutoModelForNextSentencePrediction,
+    AutoModelForPreTraining,
+    AutoModelForQuestionAnswering,
     AutoModelForSeq2SeqLM,
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
 )
 
 from .models import (
+    BertConfig,
+    BertForMaskedLM,
+    BertForMultipleChoice,
+    BertForNextSentencePrediction,
+    BertForPreTraining,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    BertModel,
     NNLMConfig,
     NNLMForCausalLM,
     RNNConfig,
@@ -46,6 +60,16 @@ FAMILIES = {
     RNNSeq2SeqConfig: {AutoModel: RNNSeq2SeqModel, AutoModelForSeq2SeqLM: RNNSeq2SeqForConditionalGeneration},
     TransformerConfig: {AutoModel: TransformerModel, AutoModelForSeq2SeqLM: TransformerForConditionalGeneration},
     TransformerLMConfig: {AutoModelForCausalLM: TransformerForCausalLM},
+    BertConfig: {
+        AutoModel: BertModel,
+        AutoModelForPreTraining: BertForPreTraining,
+        AutoModelForMaskedLM: BertForMaskedLM,
+        AutoModelForNextSentencePrediction: BertForNextSentencePrediction,
+        AutoModelForSequenceClassification: BertForSequenceClassification,
+        AutoModelForTokenClassification: BertForTokenClassification,
+        AutoModelForQuestionAnswering: BertForQuestionAnswering,
+        AutoModelForMultipleChoice: BertForMultipleChoice,
+    },
 }
 
 _registered = False

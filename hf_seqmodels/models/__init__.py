@@ -10,16 +10,30 @@ weights, so everything here imports only torch, transformers, the standard libra
   attention decoder's generation cache and the coverage penalty of beam search;
 * ``stateful_generation.py`` – generate() support and the LM loss of models whose cache is a state;
 * ``multi_head_attention.py``, ``positional_encoding.py``, ``feed_forward.py`` – the attention, position
-  and feed-forward blocks of the Transformer family (and BERT); ``transformer_layers.py`` – its layers;
+  and feed-forward blocks of the Transformer family (and BERT); ``transformer_layers.py`` – its layers,
+  whose encoder layer is also BERT's (``configuration_bert.py``, ``modeling_bert.py``);
 * ``teacher_forcing.py`` – decoder inputs and the label-smoothed token loss of the encoder-decoders;
 * ``config_utils.py`` – presets and config validation; ``input_checks.py`` – input validation.
 """
 
 from .attention_state import AttentionDecoderState
+from .configuration_bert import BertConfig
 from .configuration_nnlm import NNLMConfig
 from .configuration_rnn import RNNConfig
 from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from .configuration_transformer import TransformerConfig, TransformerLMConfig
+from .modeling_bert import (
+    BertForMaskedLM,
+    BertForMultipleChoice,
+    BertForNextSentencePrediction,
+    BertForPreTraining,
+    BertForPreTrainingOutput,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    BertModel,
+    BertPreTrainedModel,
+)
 from .modeling_nnlm import NNLMForCausalLM, NNLMPreTrainedModel
 from .modeling_rnn import (
     RNNForCausalLM,
@@ -44,6 +58,17 @@ from .recurrent_stack import RecurrentStack
 from .state_cache import RecurrentState
 
 __all__ = [
+    "BertConfig",
+    "BertForMaskedLM",
+    "BertForMultipleChoice",
+    "BertForNextSentencePrediction",
+    "BertForPreTraining",
+    "BertForPreTrainingOutput",
+    "BertForQuestionAnswering",
+    "BertForSequenceClassification",
+    "BertForTokenClassification",
+    "BertModel",
+    "BertPreTrainedModel",
     "NNLMConfig",
     "NNLMForCausalLM",
     "NNLMPreTrainedModel",

@@ -1,0 +1,533 @@
+"""BERT (Devlin et al. 2019): a bidirectional Transformer encoder pre-trained with a masked language model
+and next-sentence prediction, and its fine-tuning heads.
+
+* :class:`BertEmbeddings` – token + segment (A/B) + learned position embeddings, LayerNorm, dropout;
+* :class:`BertEncoder` – ``L`` post-norm :class:`TransformerEncoderLayer` (the Transformer's layer, GELU);
+* :class:`BertPooler` – :math:`\\tanh(W h_{[CLS]} + b)`, the sentence representation;
+* heads: :class:`BertForPreTraining` (MLM + NSP), :class:`BertForMaskedLM`,
+  :class:`BertForNextSentencePrediction`, :class:`BertForSequenceClassification`,
+  :class:`BertForTokenClassification`, :class:`BertForQuestionAnswering`, :class:`BertForMultipleChoice`.
+
+Inputs are ``[CLS] A [SEP] B [SEP]`` with ``token_type_ids`` 0 on ``[CLS] A [SEP]`` and 1 on ``B [SEP]``;
+positions are ``0 .. T - 1`` (pad on the right). The weight names map one to one onto transformers'
+``Bert*`` classes (``hf_seqmodels.convert_bert``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel
+from transformers.activations import ACT2FN
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPooling,
+    MaskedLMOutput,
+    MultipleChoiceModelOutput,
+    NextSentencePredictorOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+from transformers.utils import ModelOutput
+from transformers.utils.generic import can_return_tuple
+
+from .configuration_bert import BertConfig
+from .input_checks import check_input_ids, current_mask
+from .multi_head_attention import attention_bias
+from .positional_encoding import LearnedPositionalEmbedding
+from .transformer_layers import TransformerEncoderLayer
+
+
+class BertEmbeddings(nn.Module):
+    r""":math:`\mathrm{Dropout}(\mathrm{LayerNorm}(E_{tok}[w] + E_{seg}[s] + E_{pos}[p]))`, ``(B, T)`` → ``(B, T, H)``."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = LearnedPositionalEmbedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+    ) -> torch.Tensor:
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)  # one segment: sentence A
+        if position_ids is None:
+            position_ids = torch.arange(input_ids.shape[1], device=input_ids.device)[None]  # (1, T)
+        x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)  # (B, T, H)
+        x = x + self.position_embeddings(position_ids)
+        return self.dropout(self.layer_norm(x))
+
+
+class BertEncoder(nn.Module):
+    """``L`` bidirectional self-attention layers; padding keys are masked out of every attention."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            TransformerEncoderLayer(config, config.num_attention_heads, config.intermediate_size)
+            for _ in range(config.num_hidden_layers)
+        )
+
+    def forward(
+        self, x: torch.Tensor, bias: torch.Tensor | None, output_attentions: bool, output_hidden_states: bool
+    ) -> BaseModelOutput:
+        """``x`` ``(B, T, H)``, ``bias`` additive ``(B, 1, 1, T)`` → ``(B, T, H)``; ``L + 1`` states, ``L`` weights."""
+        hidden_states, attentions = [], []
+        for layer in self.layers:
+            hidden_states.append(x)
+            x, weights = layer(x, attention_mask=bias, output_attentions=output_attentions)
+            attentions.append(weights)
+        return BaseModelOutput(
+            last_hidden_state=x,
+            hidden_states=(*hidden_states, x) if output_hidden_states else None,
+            attentions=tuple(attentions) if output_attentions else None,
+        )
+
+
+class BertPooler(nn.Module):
+    r""":math:`\tanh(W h_{[CLS]} + b)`: the first token's final state, ``(B, T, H)`` → ``(B, H)``."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(hidden_states[:, 0]))
+
+
+class BertMLMHead(nn.Module):
+    r"""Masked-LM head: :math:`\mathrm{LayerNorm}(\mathrm{act}(h W_t + b_t)) E^\top + b`, ``(..., H)`` → ``(..., V)``.
+
+    ``decoder.weight`` is tied to the token embeddings :math:`E`; ``decoder.bias`` is the output-only bias.
+    """
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = ACT2FN[config.hidden_act]
+        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.layer_norm(self.activation(self.dense(hidden_states))))
+
+
+class BertPreTrainedModel(PreTrainedModel):
+    config_class = BertConfig
+    config: BertConfig
+    base_model_prefix = "bert"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    _no_split_modules = ["BertEmbeddings", "TransformerEncoderLayer"]
+    accepts_loss_kwargs = False  # every loss is a batch mean; Trainer scales it for gradient accumulation
+    # transformers' initialisation: N(0, initializer_range) weights, zero biases and padding row, LayerNorm (1, 0)
+
+
+def check_segments(token_type_ids: torch.Tensor, input_ids: torch.Tensor, type_vocab_size: int) -> None:
+    if token_type_ids.shape != input_ids.shape:
+        raise ValueError(f"`token_type_ids` must have the shape of `input_ids` {tuple(input_ids.shape)}, "
+                         f"got {tuple(token_type_ids.shape)}.")
+    low, high = int(token_type_ids.min()), int(token_type_ids.max())
+    if low < 0 or high >= type_vocab_size:
+        raise ValueError(f"`token_type_ids` holds segment id {low if low < 0 else high}, outside "
+                         f"[0, type_vocab_size={type_vocab_size}) (0 = sentence A, 1 = sentence B).")
+
+
+class BertModel(BertPreTrainedModel):
+    """Embeddings, encoder and (``add_pooling_layer``) pooler; the base of every head."""
+
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
+        super().__init__(config)
+        self.embeddings = BertEmbeddings(config)
+        self.encoder = BertEncoder(config)
+        self.pooler = BertPooler(config) if add_pooling_layer else None
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value):
+        self.embeddings.word_embeddings = value
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPooling:
+        """
+        Args:
+            input_ids: ``(B, T)``, at most ``max_position_embeddings`` tokens.
+            attention_mask: ``(B, T)``, 1 for tokens, 0 for padding.
+            token_type_ids: ``(B, T)`` segment ids in ``[0, type_vocab_size)`` (default: all 0).
+            position_ids: ``(B | 1, T)`` (default: ``0 .. T - 1``).
+
+        Returns:
+            ``last_hidden_state`` ``(B, T, H)``, ``pooler_output`` ``(B, H)`` (None without pooler),
+            ``hidden_states`` (``L + 1`` × ``(B, T, H)``), ``attentions`` (``L`` × ``(B, A, T, T)``).
+        """
+        check_input_ids(input_ids, self.config.vocab_size)
+        if token_type_ids is not None:
+            check_segments(token_type_ids, input_ids, self.config.type_vocab_size)
+        mask = current_mask(attention_mask, input_ids)
+        x = self.embeddings(input_ids, token_type_ids, position_ids)  # (B, T, H)
+        length = input_ids.shape[1]
+        bias = attention_bias(mask, length, length, causal=False, dtype=x.dtype, device=x.device)
+        out = self.encoder(x, bias, bool(output_attentions), bool(output_hidden_states))
+        return BaseModelOutputWithPooling(
+            last_hidden_state=out.last_hidden_state,
+            pooler_output=self.pooler(out.last_hidden_state) if self.pooler is not None else None,
+            hidden_states=out.hidden_states,
+            attentions=out.attentions,
+        )
+
+
+def masked_lm_logits_and_loss(
+    head: BertMLMHead, hidden: torch.Tensor, labels: torch.Tensor | None, masked_only: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Vocabulary logits and the mean cross-entropy over labels that are not ``-100``.
+
+    ``masked_only`` (needs ``labels``) runs the head on the labelled positions only: logits
+    ``(N, V)`` for the ``N`` labels ``!= -100`` in row-major order (``labels[labels != -100]``);
+    otherwise ``(B, T, V)``.
+    """
+    if labels is None:
+        return head(hidden), None
+    labels = labels.to(hidden.device)
+    if masked_only:
+        selected = labels != -100  # (B, T)
+        logits = head(hidden[selected])  # (N, V)
+        return logits, nn.functional.cross_entropy(logits.float(), labels[selected])
+    logits = head(hidden)  # (B, T, V)
+    return logits, nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
+
+
+def resolve_masked_only(config: BertConfig, masked_positions_only: bool | None, labels) -> bool:
+    if masked_positions_only and labels is None:
+        raise ValueError("`masked_positions_only=True` needs masked-LM `labels`: they mark the masked positions.")
+    if masked_positions_only is None:  # the config flag applies in training, when labels are given
+        masked_positions_only = config.mlm_logits_at_masked_positions_only and labels is not None
+    return masked_positions_only
+
+
+@dataclass
+class BertForPreTrainingOutput(ModelOutput):
+    """Output of :class:`BertForPreTraining`.
+
+    Args:
+        loss: ``()`` masked-LM loss + next-sentence loss (the terms whose labels were given).
+        mlm_loss: ``()`` mean cross-entropy over the masked positions.
+        nsp_loss: ``()`` mean cross-entropy of the IsNext / NotNext decision.
+        prediction_logits: ``(B, T, V)``, or ``(N, V)`` at the ``N`` masked positions (``labels != -100``,
+            row-major) with ``masked_positions_only``.
+        seq_relationship_logits: ``(B, 2)``; class 0 = B follows A (IsNext), 1 = B is random (NotNext).
+        hidden_states: ``L + 1`` × ``(B, T, H)``. attentions: ``L`` × ``(B, A, T, T)``.
+    """
+
+    loss: torch.Tensor | None = None
+    prediction_logits: torch.Tensor | None = None
+    seq_relationship_logits: torch.Tensor | None = None
+    mlm_loss: torch.Tensor | None = None
+    nsp_loss: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+
+class BertForPreTraining(BertPreTrainedModel):
+    """BERT's pre-training: masked-LM head on every position and next-sentence head on the pooled [CLS].
+
+    ``masked_positions_only=True`` (or ``config.mlm_logits_at_masked_positions_only`` when ``labels`` are
+    given) computes vocabulary logits only where ``labels != -100``: same loss, far less work.
+    """
+
+    _tied_weights_keys = {"mlm_head.decoder.weight": "bert.embeddings.word_embeddings.weight"}
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.bert = BertModel(config)
+        self.mlm_head = BertMLMHead(config)
+        self.nsp_head = nn.Linear(config.hidden_size, 2)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.mlm_head.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.mlm_head.decoder = new_embeddings
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        next_sentence_label: torch.LongTensor | None = None,
+        masked_positions_only: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> BertForPreTrainingOutput:
+        """``labels`` ``(B, T)``: original ids at masked positions, ``-100`` elsewhere; ``next_sentence_label``
+        ``(B,)``: 0 IsNext, 1 NotNext. Other inputs as in :class:`BertModel`."""
+        masked_only = resolve_masked_only(self.config, masked_positions_only, labels)
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
+                        output_hidden_states)
+        prediction_logits, mlm_loss = masked_lm_logits_and_loss(self.mlm_head, out.last_hidden_state, labels,
+                                                                masked_only)
+        seq_relationship_logits = self.nsp_head(out.pooler_output)  # (B, 2)
+        nsp_loss = None
+        if next_sentence_label is not None:
+            target = next_sentence_label.view(-1).to(seq_relationship_logits.device)
+            nsp_loss = nn.functional.cross_entropy(seq_relationship_logits.float(), target)
+        terms = [term for term in (mlm_loss, nsp_loss) if term is not None]
+        return BertForPreTrainingOutput(
+            loss=sum(terms) if terms else None, prediction_logits=prediction_logits,
+            seq_relationship_logits=seq_relationship_logits, mlm_loss=mlm_loss, nsp_loss=nsp_loss,
+            hidden_states=out.hidden_states, attentions=out.attentions,
+        )
+
+
+class BertForMaskedLM(BertPreTrainedModel):
+    """The masked-LM head alone (no pooler): ``logits`` ``(B, T, V)``, or ``(N, V)`` at the labelled
+    positions with ``masked_positions_only`` (see :class:`BertForPreTraining`). Used by ``fill-mask``."""
+
+    _tied_weights_keys = {"mlm_head.decoder.weight": "bert.embeddings.word_embeddings.weight"}
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.mlm_head = BertMLMHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.mlm_head.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.mlm_head.decoder = new_embeddings
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        masked_positions_only: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> MaskedLMOutput:
+        masked_only = resolve_masked_only(self.config, masked_positions_only, labels)
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
+                        output_hidden_states)
+        logits, loss = masked_lm_logits_and_loss(self.mlm_head, out.last_hidden_state, labels, masked_only)
+        return MaskedLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions)
+
+
+class BertForNextSentencePrediction(BertPreTrainedModel):
+    """IsNext (0) / NotNext (1) from the pooled [CLS]: ``logits`` ``(B, 2)``."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.bert = BertModel(config)
+        self.nsp_head = nn.Linear(config.hidden_size, 2)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> NextSentencePredictorOutput:
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
+                        output_hidden_states)
+        logits = self.nsp_head(out.pooler_output)  # (B, 2)
+        loss = None
+        if labels is not None:
+            loss = nn.functional.cross_entropy(logits.float(), labels.view(-1).to(logits.device))
+        return NextSentencePredictorOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
+                                           attentions=out.attentions)
+
+
+class BertClassifierBase(BertPreTrainedModel):
+    """BERT, dropout (``classifier_dropout``, default ``hidden_dropout_prob``) and a linear layer
+    ``H`` → ``num_outputs``; the body of the fine-tuning heads."""
+
+    add_pooling_layer = True
+
+    def __init__(self, config: BertConfig, num_outputs: int):
+        super().__init__(config)
+        self.bert = BertModel(config, add_pooling_layer=self.add_pooling_layer)
+        p = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(p)
+        self.classifier = nn.Linear(config.hidden_size, num_outputs)
+        self.post_init()
+
+
+class BertForSequenceClassification(BertClassifierBase):
+    """A label for a sentence or a sentence pair from the pooled [CLS]: ``logits`` ``(B, num_labels)``.
+
+    Loss: cross-entropy for integer labels ``(B,)``; MSE (regression) when ``num_labels == 1``; binary
+    cross-entropy for float multi-hot labels ``(B, num_labels)`` (multi-label), or as ``config.problem_type``.
+    """
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config, config.num_labels)
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> SequenceClassifierOutput:
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
+                        output_hidden_states)
+        logits = self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
+        loss = self.loss_function(labels, logits, self.config) if labels is not None else None
+        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
+                                        attentions=out.attentions)
+
+
+class BertForTokenClassification(BertClassifierBase):
+    """A label per token (tagging, NER): ``logits`` ``(B, T, num_labels)``; labels ``-100`` are ignored."""
+
+    add_pooling_layer = False
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config, config.num_labels)
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> TokenClassifierOutput:
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
+                        output_hidden_states)
+        logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, num_labels)
+        loss = self.loss_function(logits, labels, self.config) if labels is not None else None
+        return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
+                                     attentions=out.attentions)
+
+
+class BertForQuestionAnswering(BertPreTrainedModel):
+    r"""Extractive QA (SQuAD): :math:`P(\text{start} = i) = \mathrm{softmax}_i(S \cdot h_i)`, the same with
+    :math:`E` for the end; input ``[CLS] question [SEP] context [SEP]``. ``start_logits``/``end_logits``
+    ``(B, T)``; the loss is the mean of the start and end cross-entropies (positions outside the input
+    are ignored)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)  # the start vector S and the end vector E
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        start_positions: torch.LongTensor | None = None,
+        end_positions: torch.LongTensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> QuestionAnsweringModelOutput:
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
+                        output_hidden_states)
+        start_logits, end_logits = self.qa_outputs(out.last_hidden_state).unbind(-1)  # (B, T) each
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            loss = self.loss_function(start_logits, end_logits, start_positions, end_positions)
+        return QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits.contiguous(),
+                                            end_logits=end_logits.contiguous(), hidden_states=out.hidden_states,
+                                            attentions=out.attentions)
+
+
+class BertForMultipleChoice(BertClassifierBase):
+    """Scores each of ``C`` choices (``[CLS] context [SEP] choice [SEP]``) with one linear map of its
+    pooled [CLS]; inputs ``(B, C, T)``, ``logits`` ``(B, C)``, labels ``(B,)`` the right choice."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config, 1)
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> MultipleChoiceModelOutput:
+        if input_ids is None or input_ids.dim() != 3:
+            shape = None if input_ids is None else tuple(input_ids.shape)
+            raise ValueError(f"multiple choice needs `input_ids` of shape (batch, choices, length), got {shape}")
+        num_choices = input_ids.shape[1]
+
+        def flat(t):  # (B, C, T) -> (B * C, T)
+            return t.flatten(0, 1) if t is not None and t.dim() == 3 else t
+
+        out = self.bert(flat(input_ids), flat(attention_mask), flat(token_type_ids), flat(position_ids),
+                        output_attentions, output_hidden_states)
+        logits = self.classifier(self.dropout(out.pooler_output)).view(-1, num_choices)  # (B, C)
+        loss = None
+        if labels is not None:
+            loss = nn.functional.cross_entropy(logits.float(), labels.view(-1).to(logits.device))
+        return MultipleChoiceModelOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
+                                         attentions=out.attentions)
+
+
+__all__ = [
+    "BertForMaskedLM",
+    "BertForMultipleChoice",
+    "BertForNextSentencePrediction",
+    "BertForPreTraining",
+    "BertForPreTrainingOutput",
+    "BertForQuestionAnswering",
+    "BertForSequenceClassification",
+    "BertForTokenClassification",
+    "BertModel",
+    "BertPreTrainedModel",
+]

@@ -31,7 +31,7 @@ from .models import (
     TransformerLMConfig,
     TransformerModel,
 )
-from .pipelines import TranslationPipeline, register_pipelines
+from .pipelines import QuestionAnsweringPipeline, TranslationPipeline, register_pipelines
 from .registry import register_all
 
 register_all()
@@ -59,6 +59,7 @@ __all__ = [
     "RNNSeq2SeqConfig",
     "RNNSeq2SeqForConditionalGeneration",
     "RNNSeq2SeqModel",
+    "QuestionAnsweringPipeline",
     "RecurrentState",
     "TranslationPipeline",
     "TransformerConfig",

@@ -1,18 +1,24 @@
-"""Pipelines for the package's sequence-to-sequence models.
+"""Pipelines for tasks that transformers 5 removed: translation and extractive question answering.
 
-transformers 5 removed its ``translation`` and ``text2text-generation`` tasks, so ``import hf_seqmodels``
-registers :class:`TranslationPipeline` as ``hfsm-translation`` for every ``AutoModelForSeq2SeqLM``::
+``import hf_seqmodels`` registers :class:`TranslationPipeline` as ``hfsm-translation`` for every
+``AutoModelForSeq2SeqLM`` and :class:`QuestionAnsweringPipeline` as ``hfsm-question-answering`` for every
+``AutoModelForQuestionAnswering``::
 
     translate = pipeline("hfsm-translation", model=folder, trust_remote_code=True)
     translate("a source sentence", num_beams=5, max_new_tokens=50)  # [{"translation_text": "..."}]
+
+    qa = pipeline("hfsm-question-answering", model=folder, trust_remote_code=True)
+    qa(question="Who wrote it?", context="It was written by Ada.")  # {"answer": "Ada", "score": ..., "start": 18, "end": 21}
 """
 
 from __future__ import annotations
 
-from transformers import AutoModelForSeq2SeqLM, Pipeline
+import torch
+from transformers import AutoModelForQuestionAnswering, AutoModelForSeq2SeqLM, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
 TRANSLATION_TASK = "hfsm-translation"
+QUESTION_ANSWERING_TASK = "hfsm-question-answering"
 
 
 class TranslationPipeline(Pipeline):
@@ -47,11 +53,93 @@ class TranslationPipeline(Pipeline):
         ]
 
 
+class QuestionAnsweringPipeline(Pipeline):
+    r"""Extractive question answering with a span-prediction model (e.g. ``BertForQuestionAnswering``).
+
+    Input: ``qa(question=..., context=...)``, a dict ``{"question", "context"}`` or a list of dicts. The pair
+    is encoded as ``[CLS] question [SEP] context [SEP]``; a context longer than ``max_seq_len`` tokens is
+    cut into windows overlapping by ``doc_stride`` tokens, all scored in one batch. The answer is the span
+    ``i <= j < i + max_answer_len`` of context tokens with the highest :math:`p_{start}(i)\,p_{end}(j)`
+    (softmax over the window's context tokens). Output: ``{"answer", "score", "start", "end"}`` with
+    character offsets into the context (a list of ``top_k`` such dicts when ``top_k > 1``). Needs a fast
+    tokenizer (for the offsets); use ``batch_size=1`` (the windows of one question are already a batch).
+    """
+
+    _load_processor = False
+    _load_image_processor = False
+    _load_feature_extractor = False
+    _load_tokenizer = True
+
+    def __call__(self, inputs=None, question: str | None = None, context: str | None = None, **kwargs):
+        if inputs is None:
+            inputs = {"question": question, "context": context}
+        return super().__call__(inputs, **kwargs)
+
+    def _sanitize_parameters(self, top_k=None, max_answer_len=None, max_seq_len=None, doc_stride=None):
+        preprocess = {k: v for k, v in (("max_seq_len", max_seq_len), ("doc_stride", doc_stride)) if v is not None}
+        postprocess = {k: v for k, v in (("top_k", top_k), ("max_answer_len", max_answer_len)) if v is not None}
+        return preprocess, {}, postprocess
+
+    def preprocess(self, inputs: dict, max_seq_len: int | None = None, doc_stride: int | None = None):
+        if not isinstance(inputs, dict) or not all(isinstance(inputs.get(k), str) for k in ("question", "context")):
+            raise ValueError(f"{QUESTION_ANSWERING_TASK} needs a string `question` and a string `context`.")
+        if max_seq_len is None:
+            max_seq_len = min(384, self.tokenizer.model_max_length, self.model.config.max_position_embeddings)
+        doc_stride = max_seq_len // 4 if doc_stride is None else doc_stride
+        encoded = self.tokenizer(
+            inputs["question"], inputs["context"], truncation="only_second", max_length=max_seq_len,
+            stride=doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True, padding=True,
+            return_tensors="pt",
+        )
+        windows = encoded["input_ids"].shape[0]
+        context_mask = torch.tensor(  # (windows, T): True on the context's tokens
+            [[sequence == 1 for sequence in encoded.sequence_ids(w)] for w in range(windows)]
+        )
+        model_inputs = {k: encoded[k] for k in self.tokenizer.model_input_names if k in encoded}
+        return {**model_inputs, "offset_mapping": encoded["offset_mapping"], "context_mask": context_mask,
+                "context": inputs["context"]}
+
+    def _forward(self, model_inputs):
+        extra = {k: model_inputs.pop(k) for k in ("offset_mapping", "context_mask", "context")}
+        out = self.model(**model_inputs)
+        return {"start_logits": out.start_logits, "end_logits": out.end_logits, **extra}
+
+    def postprocess(self, outputs, top_k: int = 1, max_answer_len: int = 15):
+        mask = outputs["context_mask"]  # (W, T)
+        start = outputs["start_logits"].float().masked_fill(~mask, float("-inf")).softmax(-1)  # (W, T)
+        end = outputs["end_logits"].float().masked_fill(~mask, float("-inf")).softmax(-1)
+        scores = start[:, :, None] * end[:, None, :]  # (W, T start, T end)
+        length = scores.shape[-1]
+        allowed = torch.ones(length, length, dtype=torch.bool).triu().tril(max_answer_len - 1)  # i <= j < i + max
+        scores = scores.masked_fill(~allowed, 0.0).nan_to_num(0.0)
+        best = scores.flatten().topk(min(top_k, scores.numel())).indices
+        answers = []
+        for index in best.tolist():
+            window, rest = divmod(index, length * length)
+            i, j = divmod(rest, length)
+            char_start = int(outputs["offset_mapping"][window, i, 0])
+            char_end = int(outputs["offset_mapping"][window, j, 1])
+            answers.append({"score": float(scores[window, i, j]), "start": char_start, "end": char_end,
+                            "answer": outputs["context"][char_start:char_end]})
+        return answers[0] if top_k == 1 else answers
+
+
 def register_pipelines() -> None:
-    """Make ``pipeline("hfsm-translation", ...)`` available (run by ``import hf_seqmodels``)."""
-    if TRANSLATION_TASK not in PIPELINE_REGISTRY.get_supported_tasks():
+    """Make ``pipeline("hfsm-translation", ...)`` and ``pipeline("hfsm-question-answering", ...)`` available
+    (run by ``import hf_seqmodels``)."""
+    tasks = PIPELINE_REGISTRY.get_supported_tasks()
+    if TRANSLATION_TASK not in tasks:
         PIPELINE_REGISTRY.register_pipeline(TRANSLATION_TASK, pipeline_class=TranslationPipeline,
                                             pt_model=AutoModelForSeq2SeqLM, type="text")
+    if QUESTION_ANSWERING_TASK not in tasks:
+        PIPELINE_REGISTRY.register_pipeline(QUESTION_ANSWERING_TASK, pipeline_class=QuestionAnsweringPipeline,
+                                            pt_model=AutoModelForQuestionAnswering, type="text")
 
 
-__all__ = ["TRANSLATION_TASK", "TranslationPipeline", "register_pipelines"]
+__all__ = [
+    "QUESTION_ANSWERING_TASK",
+    "QuestionAnsweringPipeline",
+    "TRANSLATION_TASK",
+    "TranslationPipeline",
+    "register_pipelines",
+]

@@ -395,6 +395,40 @@ def test_token_classification_pipeline(tokenizer, tmp_path):
     assert [e["entity"] for e in entities] == [labels[i] for i in logits.argmax(-1).tolist()]
 
 
+def best_span(model, tokenizer, question, context, max_answer_len=15):
+    """Brute force: the context span with the highest p_start * p_end."""
+    encoded = tokenizer(question, context, return_offsets_mapping=True, return_tensors="pt")
+    offsets = encoded.pop("offset_mapping")[0]
+    in_context = torch.tensor([s == 1 for s in encoded.sequence_ids(0)])
+    with torch.no_grad():
+        out = model(**encoded)
+    p_start = out.start_logits[0].masked_fill(~in_context, float("-inf")).softmax(-1)
+    p_end = out.end_logits[0].masked_fill(~in_context, float("-inf")).softmax(-1)
+    spans = [(p_start[i] * p_end[j], i, j) for i in range(len(p_start)) for j in range(i, i + max_answer_len)
+             if j < len(p_end) and in_context[i] and in_context[j]]
+    score, i, j = max(spans)
+    return context[int(offsets[i, 0]):int(offsets[j, 1])], float(score)
+
+
+def test_question_answering_pipeline(tokenizer, tmp_path):
+    from hf_seqmodels.pipelines import QUESTION_ANSWERING_TASK
+
+    model = make(BertForQuestionAnswering, vocab_size=len(tokenizer))
+    qa = transformers.pipeline(QUESTION_ANSWERING_TASK, model=saved(model, tokenizer, tmp_path))
+    question, context = "who wrote the program ?", "ada wrote the first program near the river ."
+    result = qa(question=question, context=context)
+    assert result["answer"] == context[result["start"]:result["end"]] and result["answer"]
+    answer, score = best_span(model, tokenizer, question, context)
+    assert result["answer"] == answer and result["score"] == pytest.approx(score, abs=1e-5)
+    top = qa({"question": question, "context": context}, top_k=3)
+    assert len(top) == 3 and top[0]["answer"] == answer and top[0]["score"] >= top[1]["score"] >= top[2]["score"]
+    long_context = " ".join(["the house stood on the hill ."] * 10 + [context])
+    windowed = qa(question=question, context=long_context, max_seq_len=24, doc_stride=6)
+    assert windowed["answer"] == long_context[windowed["start"]:windowed["end"]]
+    with pytest.raises(ValueError, match="needs a string `question`"):
+        qa(question=question)
+
+
 @pytest.mark.slow
 def test_remote_code_loads_pretraining_and_classification_without_the_package(tmp_path):
     import json

@@ -35,6 +35,7 @@ from hf_seqmodels.training.data import (
     tokenize_texts,
 )
 from hf_seqmodels.training.lm_cli import build_parser, main
+from hf_seqmodels.training.lm_trainer import is_stateful
 from hf_seqmodels.training.schedules import lr_factor
 
 REPO = Path(__file__).resolve().parents[1]
@@ -227,6 +228,12 @@ def test_training_lowers_validation_loss(family, tokenizer, corpus_ids, tmp_path
     evals = [r["eval_loss"] for r in history if "eval_loss" in r]
     assert len(evals) == 3 and evals[-1] < evals[0]
     assert {p.name for p in tmp_path.glob("checkpoint-*")} == {"checkpoint-25", "checkpoint-50", "checkpoint-75"}
+
+
+def test_the_state_is_carried_for_recurrent_models_only(tokenizer):
+    """RNNs and the NNLM carry their state between windows; the Transformer LM reads each window alone."""
+    assert [is_stateful(TINY_MODELS[f](len(tokenizer))) for f in ("lstm", "nnlm", "transformer_lm")] == [
+        True, True, False]
 
 
 def test_evaluation_is_exact_token_weighted_nll(tokenizer, corpus_ids):

@@ -14,7 +14,12 @@ class StatefulGenerationMixin(GenerationMixin):  # the name must end in "Generat
     its key/value ``DynamicCache`` for these models, hence ``_supports_default_dynamic_cache``.
     """
 
-    _is_stateful = True
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # Set on each model class itself: a class attribute here would be shadowed by PreTrainedModel's
+        # `_is_stateful = False`, which comes earlier in the MRO (transformers refuses assisted decoding
+        # for stateful models, and our training loop carries the state between windows of them).
+        cls._is_stateful = True
 
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:

@@ -33,7 +33,7 @@ run rnn --model_family rnn --preset char-rnn --config_overrides "cell_type=rnn_t
 fi
 # The two gated models train side by side, one core (one thread) each.
 OMP_NUM_THREADS=1 run gru --model_family rnn --preset char-rnn --config_overrides "cell_type=gru" \
-    --num_train_epochs 5 --max_train_minutes 25 &
+    --num_train_epochs 4 --max_train_minutes 22 &
 OMP_NUM_THREADS=1 run lstm --model_family rnn --preset char-rnn --config_overrides "cell_type=lstm" \
-    --num_train_epochs 4 --max_train_minutes 25 &
+    --num_train_epochs 4 --max_train_minutes 22 &
 wait

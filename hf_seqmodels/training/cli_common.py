@@ -139,7 +139,8 @@ def configure_logging() -> None:
     transformers.utils.logging.set_verbosity_warning()
 
 
-def _train_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerator: Accelerator):
+def _train_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerator: Accelerator,
+                     add_bert_special_tokens: bool = False):
     """Train a tokenizer on the training text (main process), save it in output_dir, load it everywhere."""
     from transformers import AutoTokenizer
 
@@ -153,21 +154,24 @@ def _train_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerat
             text_file = Path(tmp) / "train.txt"
             text_file.write_text("".join(train_texts), encoding="utf-8")
             sizes = {k: getattr(args, k) for k in ("vocab_size", "min_frequency") if getattr(args, k) is not None}
-            tokenizer = train_tokenizer([str(text_file)], kind=args.tokenizer_kind, **sizes)
+            tokenizer = train_tokenizer([str(text_file)], kind=args.tokenizer_kind,
+                                        add_bert_special_tokens=add_bert_special_tokens, **sizes)
         tokenizer.save_pretrained(output_dir)
         logger.info(f"Trained a {args.tokenizer_kind} tokenizer of {len(tokenizer)} tokens on the training text.")
     accelerator.wait_for_everyone()
     return AutoTokenizer.from_pretrained(output_dir)
 
 
-def load_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerator: Accelerator):
-    """The tokenizer of --tokenizer_name_or_path, of --model_name_or_path, or one trained on ``train_texts``."""
+def load_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerator: Accelerator,
+                   add_bert_special_tokens: bool = False):
+    """The tokenizer of --tokenizer_name_or_path, of --model_name_or_path, or one trained on ``train_texts``
+    (with ``[CLS]``/``[SEP]``/``[MASK]`` when ``add_bert_special_tokens``)."""
     from transformers import AutoTokenizer
 
     source = args.tokenizer_name_or_path or args.model_name_or_path
     if source:
         return AutoTokenizer.from_pretrained(source)
-    return _train_tokenizer(args, train_texts, accelerator)
+    return _train_tokenizer(args, train_texts, accelerator, add_bert_special_tokens)
 
 
 def add_tokenizer_arguments(parser: argparse.ArgumentParser, default_kind: str) -> None:

@@ -353,7 +353,8 @@ class TrainingLoop:
         accelerator.wait_for_everyone()
         model = accelerator.unwrap_model(self.model)
         if accelerator.is_main_process:
-            configure_generation(model, self.tokenizer, self.args.generation_max_new_tokens)
+            if model.can_generate():
+                configure_generation(model, self.tokenizer, self.args.generation_max_new_tokens)
             model.save_pretrained(self.args.output_dir)
             if self.tokenizer is not None:
                 self.tokenizer.save_pretrained(self.args.output_dir)

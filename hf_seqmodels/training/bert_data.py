@@ -1,0 +1,217 @@
+"""BERT pretraining data: sentence pairs for next-sentence prediction and dynamic masking for the masked LM.
+
+The recipe of Devlin et al. (2019) and of Google's ``create_pretraining_data.py``, on ``datasets``:
+
+1. :func:`split_documents` cuts raw text into documents (blank lines or WikiText ``= Title =`` headings)
+   and each document into sentences.
+2. :func:`create_pretraining_examples` walks each tokenised document, gathering sentences until a
+   target length is reached (``max_seq_length - 3``, or with probability ``short_seq_prob`` a shorter
+   random length), splits the chunk at a random sentence boundary into A and B, and with probability
+   ``1 - nsp_probability`` (0.5) replaces B by sentences of another random document (label 1,
+   NotNext; label 0 is IsNext). The pair is truncated to fit, longer side first, and laid out as
+   ``[CLS] A [SEP] B [SEP]`` with segment ids 0 for ``[CLS] A [SEP]`` and 1 for ``B [SEP]``.
+3. :func:`mask_tokens` masks dynamically, at batch time: 15 % of the tokens that are not special
+   and not padding are chosen (optionally whole words: a WordPiece ``##`` piece goes with its word);
+   of those 80 % become ``[MASK]``, 10 % a random token, 10 % stay; labels are -100 elsewhere.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+import torch
+
+from ..models.config_utils import invalid
+
+_HEADING = re.compile(r"^\s*=( =)* .* =( =)*\s*$")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
+
+
+def _is_title(line: str) -> bool:
+    """WikiText's article title ``= Title =`` (sections are ``= = Section = =``)."""
+    return bool(_HEADING.match(line)) and line.strip().count("=") == 2
+
+
+def split_documents(text: str) -> list[list[str]]:
+    """Documents as lists of sentences. Text with WikiText ``= Title =`` lines is cut at the titles (its
+    section headings are dropped); other text is cut at blank lines."""
+    by_title = any(_is_title(line) for line in text.splitlines())
+    documents: list[list[str]] = [[]]
+    for line in text.splitlines():
+        stripped = line.strip()
+        if by_title and _HEADING.match(line):
+            if _is_title(line):
+                documents.append([])
+            continue
+        if not stripped:
+            if not by_title:
+                documents.append([])
+            continue
+        documents[-1].extend(s.strip() for s in _SENTENCE_END.split(stripped) if s.strip())
+    return [d for d in documents if d]
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    cls: int
+    sep: int
+    mask: int
+    pad: int
+
+    @classmethod
+    def of(cls, tokenizer) -> SpecialIds:
+        missing = [n for n in ("cls_token_id", "sep_token_id", "mask_token_id", "pad_token_id")
+                   if getattr(tokenizer, n, None) is None]
+        if missing:
+            raise ValueError(f"BERT pretraining needs a tokenizer with [CLS], [SEP], [MASK] and padding; missing "
+                             f"{', '.join(missing)} (train one with add_bert_special_tokens=True).")
+        return cls(tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id, tokenizer.pad_token_id)
+
+
+def _truncate_pair(a: list[int], b: list[int], max_tokens: int, rng: random.Random) -> None:
+    """Drop tokens from the longer side, at its front or back at random, until ``len(a) + len(b) <= max_tokens``."""
+    while len(a) + len(b) > max_tokens:
+        longer = a if len(a) > len(b) else b
+        del longer[0 if rng.random() < 0.5 else -1]
+
+
+def create_pretraining_examples(documents: list[list[list[int]]], special: SpecialIds, *, max_seq_length: int = 128,
+                                short_seq_prob: float = 0.1, nsp_probability: float = 0.5,
+                                seed: int = 0) -> list[dict[str, list[int]]]:
+    """Sentence-pair examples from tokenised ``documents`` (each a list of sentences, each a list of ids).
+
+    Returns dicts with ``input_ids``, ``token_type_ids`` and ``next_sentence_label`` (0 IsNext, 1 NotNext).
+    A chunk of a single sentence can only get a random B, as in the original implementation.
+    """
+    if max_seq_length < 8:
+        raise invalid("max_seq_length", max_seq_length, "an integer >= 8")
+    if len(documents) < 2:
+        raise ValueError(f"Next-sentence prediction needs at least 2 documents to draw random sentences from, "
+                         f"got {len(documents)}.")
+    rng = random.Random(seed)
+    max_tokens = max_seq_length - 3  # [CLS], [SEP], [SEP]
+    examples = []
+    for index, document in enumerate(documents):
+        target = rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
+        chunk, length, i = [], 0, 0
+        while i < len(document):
+            chunk.append(document[i])
+            length += len(document[i])
+            if i == len(document) - 1 or length >= target:
+                a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+                a = [t for sentence in chunk[:a_end] for t in sentence]
+                if len(chunk) >= 2 and rng.random() < nsp_probability:
+                    b, label = [t for sentence in chunk[a_end:] for t in sentence], 0
+                else:
+                    b, label = _random_continuation(documents, index, target - len(a), rng), 1
+                    i -= len(chunk) - a_end  # the sentences B did not use are read again
+                _truncate_pair(a, b, max_tokens, rng)
+                if a and b:
+                    examples.append(_layout(a, b, label, special))
+                chunk, length = [], 0
+            i += 1
+    return examples
+
+
+def _random_continuation(documents: list[list[list[int]]], avoid: int, length: int, rng: random.Random) -> list[int]:
+    """At least ``length`` tokens (or to the end) from a random place in a random other document."""
+    pick = rng.randrange(len(documents) - 1)
+    other = documents[pick + (pick >= avoid)]
+    tokens: list[int] = []
+    for sentence in other[rng.randrange(len(other)) :]:
+        tokens.extend(sentence)
+        if len(tokens) >= length:
+            break
+    return tokens
+
+
+def _layout(a: list[int], b: list[int], label: int, special: SpecialIds) -> dict[str, list[int]]:
+    input_ids = [special.cls, *a, special.sep, *b, special.sep]
+    token_type_ids = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+    return {"input_ids": input_ids, "token_type_ids": token_type_ids, "next_sentence_label": label}
+
+
+def tokenize_documents(documents: list[list[str]], tokenizer, num_proc: int | None = None) -> list[list[list[int]]]:
+    """Every sentence of every document as ids (no special tokens), with ``datasets.map`` in batches."""
+    from datasets import Dataset
+
+    flat = [(d, s) for d, doc in enumerate(documents) for s in doc]
+    data = Dataset.from_dict({"doc": [d for d, _ in flat], "text": [s for _, s in flat]})
+    data = data.map(lambda batch: {"ids": tokenizer(batch["text"], add_special_tokens=False)["input_ids"]},
+                    batched=True, num_proc=num_proc, remove_columns=["text"], desc="Tokenising sentences")
+    out: list[list[list[int]]] = [[] for _ in documents]
+    for doc, ids in zip(data["doc"], data["ids"], strict=True):
+        if ids:
+            out[doc].append(ids)
+    return [d for d in out if d]
+
+
+def collate_examples(examples: list[dict], pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Right-pad ``input_ids``/``token_type_ids``, build ``attention_mask``, stack ``next_sentence_label``."""
+    width = max(len(e["input_ids"]) for e in examples)
+    input_ids = torch.full((len(examples), width), pad_token_id, dtype=torch.long)
+    token_type_ids = torch.zeros((len(examples), width), dtype=torch.long)
+    attention_mask = torch.zeros((len(examples), width), dtype=torch.long)
+    for row, e in enumerate(examples):
+        n = len(e["input_ids"])
+        input_ids[row, :n] = torch.tensor(e["input_ids"])
+        token_type_ids[row, :n] = torch.tensor(e["token_type_ids"])
+        attention_mask[row, :n] = 1
+    labels = torch.tensor([e["next_sentence_label"] for e in examples], dtype=torch.long)
+    return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
+            "next_sentence_label": labels}
+
+
+def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, vocab_size: int, mask_token_id: int, *,
+                mlm_probability: float = 0.15, generator: torch.Generator | None = None,
+                word_starts: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's dynamic masking of ``input_ids`` ``(B, T)``; returns ``(masked input_ids, labels)``.
+
+    ``special_mask`` ``(B, T)`` is True at special tokens and padding, which are never chosen.
+    ``word_starts`` ``(B, T)`` (True where a word begins) switches on whole-word masking: a word is
+    chosen with probability ``mlm_probability`` and all its pieces are masked together.
+    """
+    if not 0.0 < mlm_probability < 1.0:
+        raise invalid("mlm_probability", mlm_probability, "a probability in (0, 1)")
+    shape = input_ids.shape
+    draw = torch.rand(shape, generator=generator)  # (B, T)
+    if word_starts is not None:  # every piece takes the draw of the first piece of its word
+        word_index = torch.cumsum(word_starts.long(), dim=1) - 1  # (B, T)
+        first = torch.where(word_starts, draw, torch.full_like(draw, 2.0))
+        per_word = torch.full_like(draw, 2.0).scatter_reduce(1, word_index.clamp(min=0), first, "amin")
+        draw = per_word.gather(1, word_index.clamp(min=0))
+    chosen = (draw < mlm_probability) & ~special_mask
+    labels = input_ids.masked_fill(~chosen, -100)
+    action = torch.rand(shape, generator=generator)
+    masked = input_ids.clone()
+    masked[chosen & (action < 0.8)] = mask_token_id
+    random_positions = chosen & (action >= 0.8) & (action < 0.9)
+    masked[random_positions] = torch.randint(vocab_size, shape, generator=generator)[random_positions]
+    return masked, labels
+
+
+def special_tokens_mask(input_ids: torch.Tensor, special: SpecialIds) -> torch.Tensor:
+    """True at ``[CLS]``, ``[SEP]``, ``[MASK]`` and padding."""
+    return (input_ids == special.cls) | (input_ids == special.sep) | (input_ids == special.pad) | (
+        input_ids == special.mask)
+
+
+def wordpiece_word_starts(input_ids: torch.Tensor, tokenizer) -> torch.Tensor:
+    """True at tokens that begin a word (WordPiece continuation pieces start with ``##``)."""
+    tokens = tokenizer.convert_ids_to_tokens(input_ids.flatten().tolist())
+    starts = torch.tensor([not t.startswith("##") for t in tokens], dtype=torch.bool)
+    return starts.view_as(input_ids)
+
+
+__all__ = [
+    "SpecialIds",
+    "collate_examples",
+    "create_pretraining_examples",
+    "mask_tokens",
+    "special_tokens_mask",
+    "split_documents",
+    "tokenize_documents",
+    "wordpiece_word_starts",
+]

@@ -1,0 +1,178 @@
+"""BERT pretraining on the engine: masked LM + next-sentence prediction over sentence-pair examples.
+
+The sentence pairs are made once (:func:`~.bert_data.create_pretraining_examples`); the masking is
+dynamic: global batch ``k`` of epoch ``e`` is masked with a generator seeded by ``(seed, e, k)``, so
+every epoch sees new masks and a resumed run sees exactly the masks of an uninterrupted one. With ``P``
+processes the global batch is masked first and then split by rows, and each process weights its mean
+losses by its share of the masked tokens (MLM) and of the pairs (NSP): ``P`` processes make exactly the
+update of one. Validation uses one fixed masking of the held-out pairs and reports the masked-LM loss,
+perplexity and accuracy and the next-sentence accuracy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from accelerate import Accelerator
+
+from ..models.config_utils import invalid
+from .bert_data import SpecialIds, collate_examples, mask_tokens, special_tokens_mask, wordpiece_word_starts
+from .engine import EngineArguments, TrainingLoop, make_accelerator, perplexity
+
+
+@dataclass
+class BertPretrainingArguments(EngineArguments):
+    """The engine's arguments plus batching and masking (``mlm_probability`` 0.15, 80/10/10 inside)."""
+
+    per_device_train_batch_size: int = 32
+    eval_batch_size: int = 64
+    mlm_probability: float = 0.15
+    whole_word_masking: bool = False
+    masked_positions_only: bool = True
+
+    def __post_init__(self):
+        super().__post_init__()
+        for name in ("per_device_train_batch_size", "eval_batch_size"):
+            if getattr(self, name) < 1:
+                raise invalid(name, getattr(self, name), "an integer >= 1")
+        if not 0.0 < self.mlm_probability < 1.0:
+            raise invalid("mlm_probability", self.mlm_probability, "a probability in (0, 1)")
+
+
+class MaskedPairBatches:
+    """Global batches of examples in a seeded order per epoch, masked per batch, split by rows among processes."""
+
+    carries_state = False
+
+    def __init__(self, examples: list[dict], tokenizer, vocab_size: int, *, batch_size: int, seed: int = 0,
+                 mlm_probability: float = 0.15, whole_word_masking: bool = False, process_index: int = 0,
+                 num_processes: int = 1):
+        if len(examples) < batch_size:
+            raise ValueError(f"{len(examples)} pretraining examples do not fill one batch of {batch_size}.")
+        self.examples, self.tokenizer, self.vocab_size = examples, tokenizer, vocab_size
+        self.special = SpecialIds.of(tokenizer)
+        self.batch_size, self.seed, self.mlm_probability = batch_size, seed, mlm_probability
+        self.whole_word_masking = whole_word_masking
+        self.process_index, self.num_processes = process_index, num_processes
+        self._order: tuple[int, torch.Tensor] | None = None
+
+    def __len__(self) -> int:
+        return len(self.examples) // self.batch_size
+
+    def _permutation(self, epoch: int) -> torch.Tensor:
+        if self._order is None or self._order[0] != epoch:
+            generator = torch.Generator().manual_seed(self.seed + epoch)
+            self._order = (epoch, torch.randperm(len(self.examples), generator=generator))
+        return self._order[1]
+
+    def masked(self, rows: list[dict], seed: int) -> dict[str, torch.Tensor]:
+        """Collate ``rows`` and mask them with a generator seeded by ``seed``."""
+        batch = collate_examples(rows, self.special.pad)
+        starts = wordpiece_word_starts(batch["input_ids"], self.tokenizer) if self.whole_word_masking else None
+        generator = torch.Generator().manual_seed(seed)
+        batch["input_ids"], batch["labels"] = mask_tokens(
+            batch["input_ids"], special_tokens_mask(batch["input_ids"], self.special), self.vocab_size,
+            self.special.mask, mlm_probability=self.mlm_probability, generator=generator, word_starts=starts)
+        return batch
+
+    def batch(self, index: int, epoch: int = 0) -> dict[str, Any]:
+        """This process's rows of masked global batch ``index``; ``num_masked``/``num_pairs`` count the global batch."""
+        picks = self._permutation(epoch)[index * self.batch_size : (index + 1) * self.batch_size]
+        full = self.masked([self.examples[int(i)] for i in picks], seed=hash((self.seed, epoch, index)) % 2**63)
+        mine = {k: v[self.process_index :: self.num_processes] for k, v in full.items()}
+        mine["num_masked"] = int((full["labels"] != -100).sum())
+        mine["num_pairs"] = len(picks)
+        return mine
+
+
+@torch.no_grad()
+def evaluate_pretraining(model, batches: list[dict[str, torch.Tensor]], device) -> dict[str, float]:
+    """Masked-LM loss (nats per masked token), perplexity and accuracy, and NSP accuracy over fixed batches."""
+    was_training = model.training
+    model.eval()
+    mlm_sum, mlm_correct, masked, nsp_correct, pairs = 0.0, 0, 0, 0, 0
+    for batch in batches:
+        batch = {k: v.to(device) for k, v in batch.items()}
+        out = model(**batch, masked_positions_only=True)
+        targets = batch["labels"][batch["labels"] != -100]  # (N,)
+        logits = out.prediction_logits.float()  # (N, V)
+        mlm_sum += F.cross_entropy(logits, targets, reduction="sum").item()
+        mlm_correct += int((logits.argmax(-1) == targets).sum())
+        masked += targets.numel()
+        nsp_correct += int((out.seq_relationship_logits.argmax(-1) == batch["next_sentence_label"]).sum())
+        pairs += batch["next_sentence_label"].numel()
+    model.train(was_training)
+    mlm_loss = mlm_sum / max(masked, 1)
+    return {"eval_loss": mlm_loss, "eval_mlm_perplexity": perplexity(mlm_loss),
+            "eval_mlm_accuracy": mlm_correct / max(masked, 1), "eval_nsp_accuracy": nsp_correct / max(pairs, 1)}
+
+
+class BertPretrainingLoop(TrainingLoop):
+    """Masked LM + next-sentence prediction; ``eval_loss`` is the masked-LM loss."""
+
+    plot_title = "BERT pretraining (masked-LM loss)"
+
+    def __init__(self, model, tokenizer, train_examples: list[dict], eval_examples: list[dict],
+                 args: BertPretrainingArguments, accelerator: Accelerator):
+        self.train_examples = train_examples
+        fixed = MaskedPairBatches(eval_examples, tokenizer, model.config.vocab_size, batch_size=1, seed=args.seed,
+                                  mlm_probability=args.mlm_probability)
+        size = args.eval_batch_size
+        self.eval_batches = [fixed.masked(eval_examples[i : i + size], seed=args.seed + i)
+                             for i in range(0, len(eval_examples), size)]
+        super().__init__(model, tokenizer, args, accelerator)
+
+    def build_batches(self, model):
+        acc, args = self.accelerator, self.args
+        return MaskedPairBatches(self.train_examples, self.tokenizer, model.config.vocab_size,
+                                 batch_size=args.per_device_train_batch_size * acc.num_processes, seed=args.seed,
+                                 mlm_probability=args.mlm_probability, whole_word_masking=args.whole_word_masking,
+                                 process_index=acc.process_index, num_processes=acc.num_processes)
+
+    def compute_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, int]:
+        num_masked, num_pairs = batch.pop("num_masked"), batch.pop("num_pairs")
+        batch = {k: v.to(self.accelerator.device) for k, v in batch.items()}
+        out = self.model(**batch, masked_positions_only=self.args.masked_positions_only)
+        local_masked, local_pairs, world = int((batch["labels"] != -100).sum()), len(batch["input_ids"]), \
+            self.accelerator.num_processes
+        # DDP averages the processes' gradients: weight each mean loss by this process's share
+        loss = out.mlm_loss * (local_masked * world / num_masked) + out.nsp_loss * (local_pairs * world / num_pairs)
+        return loss, int(batch["attention_mask"].sum())
+
+    def evaluate_metrics(self, model) -> dict[str, float]:
+        acc = self.accelerator
+        mine = self.eval_batches[acc.process_index :: acc.num_processes]
+        metrics = evaluate_pretraining(model, mine, acc.device)
+        if acc.num_processes > 1:  # average the shards' metrics weighted by their sizes
+            weights = torch.tensor([float(sum(int((b["labels"] != -100).sum()) for b in mine)),
+                                    float(sum(len(b["input_ids"]) for b in mine))], device=acc.device)
+            values = torch.tensor([metrics["eval_loss"] * weights[0], metrics["eval_mlm_accuracy"] * weights[0],
+                                   metrics["eval_nsp_accuracy"] * weights[1]], device=acc.device)
+            weights, values = acc.reduce(weights, reduction="sum"), acc.reduce(values, reduction="sum")
+            loss = (values[0] / weights[0]).item()
+            metrics = {"eval_loss": loss, "eval_mlm_perplexity": perplexity(loss),
+                       "eval_mlm_accuracy": (values[1] / weights[0]).item(),
+                       "eval_nsp_accuracy": (values[2] / weights[1]).item()}
+        return metrics
+
+    def card_arguments(self) -> dict[str, Any]:
+        args = self.args
+        return {"batch (global, sentence pairs)": args.per_device_train_batch_size * self.accelerator.num_processes,
+                "masking": f"{args.mlm_probability:.0%} of tokens, 80/10/10"
+                           + (", whole words" if args.whole_word_masking else ""),
+                "masked-LM logits": "masked positions only" if args.masked_positions_only else "every position"}
+
+
+def pretrain_bert(model, tokenizer, train_examples: list[dict], eval_examples: list[dict],
+                  args: BertPretrainingArguments, accelerator: Accelerator | None = None,
+                  training_data: str | None = None) -> dict[str, Any]:
+    """Pretrain ``model`` (a ``…ForPreTraining``) on sentence-pair examples; returns the final metrics."""
+    accelerator = accelerator or make_accelerator(args)
+    return BertPretrainingLoop(model, tokenizer, train_examples, eval_examples, args, accelerator).train(training_data)
+
+
+__all__ = ["BertPretrainingArguments", "BertPretrainingLoop", "MaskedPairBatches", "evaluate_pretraining",
+           "pretrain_bert"]

@@ -1,0 +1,176 @@
+"""BERT pretraining data and loop: documents, NSP pairs, dynamic 80/10/10 masking, exact resume."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForPreTraining, AutoTokenizer
+
+from hf_seqmodels import BertConfig, BertForPreTraining
+from hf_seqmodels.tokenization import train_tokenizer
+from hf_seqmodels.training.bert_cli import main as bert_main
+from hf_seqmodels.training.bert_data import (
+    SpecialIds,
+    create_pretraining_examples,
+    mask_tokens,
+    special_tokens_mask,
+    split_documents,
+    tokenize_documents,
+    wordpiece_word_starts,
+)
+from hf_seqmodels.training.bert_trainer import BertPretrainingArguments, MaskedPairBatches, pretrain_bert
+
+SPECIAL = SpecialIds(cls=5, sep=6, mask=7, pad=0)
+WORDS = "the cat dog sat ran on a mat hill under tree big small red blue".split()
+
+
+def synthetic_documents(n_docs: int, seed: int = 0) -> list[list[list[int]]]:
+    rng = random.Random(seed)
+    return [[[rng.randint(10, 99) for _ in range(rng.randint(3, 9))] for _ in range(rng.randint(4, 10))]
+            for _ in range(n_docs)]
+
+
+def text_corpus(n_docs: int, seed: int = 0) -> str:
+    rng = random.Random(seed)
+    docs = [" ".join(" ".join(rng.choices(WORDS, k=rng.randint(3, 8))).capitalize() + "."
+                     for _ in range(rng.randint(3, 6))) for _ in range(n_docs)]
+    return "\n\n".join(docs) + "\n"
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tok") / "corpus.txt"
+    path.write_text(text_corpus(40))
+    return train_tokenizer([str(path)], kind="wordpiece", vocab_size=80, min_frequency=1, add_bert_special_tokens=True)
+
+
+def test_split_documents_by_blank_lines_and_by_wikitext_titles():
+    assert split_documents("One. Two!\nThree?\n\nFour.\n") == [["One.", "Two!", "Three?"], ["Four."]]
+    wiki = " = Alpha = \n\n First line. Second one.\n\n = = Section = = \n\n More text.\n = Beta = \n\n Last.\n"
+    assert split_documents(wiki) == [["First line.", "Second one.", "More text."], ["Last."]]
+
+
+def test_pairs_are_laid_out_as_cls_a_sep_b_sep_and_nsp_is_balanced():
+    documents = synthetic_documents(60)
+    examples = create_pretraining_examples(documents, SPECIAL, max_seq_length=32, short_seq_prob=0.1, seed=1)
+    assert len(examples) > 100
+    for e in examples:
+        ids, types = e["input_ids"], e["token_type_ids"]
+        assert len(ids) <= 32 and ids[0] == SPECIAL.cls and ids[-1] == SPECIAL.sep and ids.count(SPECIAL.sep) == 2
+        first_sep = ids.index(SPECIAL.sep)
+        assert types == [0] * (first_sep + 1) + [1] * (len(ids) - first_sep - 1)
+        assert first_sep > 1 and len(ids) - first_sep > 2  # A and B are not empty
+    is_next = [e for e in examples if e["next_sentence_label"] == 0]
+    share = len(is_next) / len(examples)
+    assert 0.4 < share < 0.6, share  # 50 % IsNext (a one-sentence chunk can only get a random B)
+    # IsNext: A then B is a run of one document (unless truncation cut between them); NotNext: never
+    flat = [" " + " ".join(str(t) for sentence in doc for t in sentence) + " " for doc in documents]
+
+    def contiguous(e):
+        sep = e["input_ids"].index(SPECIAL.sep)
+        run = " " + " ".join(str(t) for t in e["input_ids"][1:sep] + e["input_ids"][sep + 1 : -1]) + " "
+        return any(run in doc for doc in flat)
+
+    assert sum(map(contiguous, is_next)) / len(is_next) > 0.5
+    not_next = [e for e in examples if e["next_sentence_label"] == 1]
+    assert sum(map(contiguous, not_next)) / len(not_next) < 0.05
+
+
+def test_masking_statistics_follow_15_and_80_10_10_and_never_touch_specials_or_padding():
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(10, 1000, (400, 64), generator=generator)
+    ids[:, 0], ids[:, 30], ids[:, -8:] = SPECIAL.cls, SPECIAL.sep, SPECIAL.pad
+    special = special_tokens_mask(ids, SPECIAL)
+    masked, labels = mask_tokens(ids, special, vocab_size=1000, mask_token_id=SPECIAL.mask, generator=generator)
+    chosen = labels != -100
+    assert not chosen[special].any() and torch.equal(labels[chosen], ids[chosen])
+    assert chosen.sum() / (~special).sum() == pytest.approx(0.15, abs=0.01)
+    became_mask = (masked == SPECIAL.mask) & chosen
+    unchanged = (masked == ids) & chosen
+    assert became_mask.sum() / chosen.sum() == pytest.approx(0.8, abs=0.02)
+    assert unchanged.sum() / chosen.sum() == pytest.approx(0.1 + 0.1 / 1000, abs=0.02)  # kept, or random = same
+    assert torch.equal(masked[~chosen], ids[~chosen])
+
+
+def test_whole_word_masking_masks_every_piece_of_a_word_together(tokenizer):
+    text = ["the catdog sat undertree on a bigmat"] * 64  # unseen words: split into ## pieces
+    ids = tokenizer(text, return_tensors="pt")["input_ids"]
+    pieces = [t for t in tokenizer.convert_ids_to_tokens(ids[0]) if t.startswith("##")]
+    assert pieces, "the tiny vocabulary should split some words into pieces"
+    starts = wordpiece_word_starts(ids, tokenizer)
+    special = special_tokens_mask(ids, SpecialIds.of(tokenizer))
+    _, labels = mask_tokens(ids, special, len(tokenizer), tokenizer.mask_token_id,
+                            generator=torch.Generator().manual_seed(3), word_starts=starts, mlm_probability=0.3)
+    word = torch.cumsum(starts.long(), dim=1)
+    for row in range(ids.shape[0]):
+        for w in word[row].unique():
+            in_word = (word[row] == w) & ~special[row]
+            picked = (labels[row] != -100)[in_word]
+            assert picked.all() or not picked.any()
+
+
+def test_batches_are_seeded_and_two_processes_split_one_global_batch(tokenizer):
+    documents = tokenize_documents(split_documents(text_corpus(30, seed=2)), tokenizer)
+    examples = create_pretraining_examples(documents, SpecialIds.of(tokenizer), max_seq_length=32, seed=0)
+    whole = MaskedPairBatches(examples, tokenizer, len(tokenizer), batch_size=8, seed=4)
+    again = MaskedPairBatches(examples, tokenizer, len(tokenizer), batch_size=8, seed=4)
+    assert torch.equal(whole.batch(2, epoch=1)["input_ids"], again.batch(2, epoch=1)["input_ids"])
+    assert not torch.equal(whole.batch(2, epoch=1)["labels"], whole.batch(2, epoch=2)["labels"])
+    halves = [MaskedPairBatches(examples, tokenizer, len(tokenizer), batch_size=8, seed=4, process_index=p,
+                                num_processes=2).batch(2, epoch=1) for p in (0, 1)]
+    full = whole.batch(2, epoch=1)
+    assert torch.equal(torch.cat([halves[0]["labels"], halves[1]["labels"]]),
+                       torch.cat([full["labels"][0::2], full["labels"][1::2]]))
+    assert halves[0]["num_masked"] == full["num_masked"] == int((full["labels"] != -100).sum())
+
+
+def test_pretraining_lowers_the_loss_and_resumes_exactly(tokenizer, tmp_path):
+    documents = tokenize_documents(split_documents(text_corpus(60, seed=5)), tokenizer)
+    examples = create_pretraining_examples(documents, SpecialIds.of(tokenizer), max_seq_length=32, seed=0)
+    train, held_out = examples[: len(examples) - 32], examples[-32:]
+
+    def model():
+        torch.manual_seed(0)
+        return BertForPreTraining(BertConfig.from_preset("tiny", vocab_size=len(tokenizer), max_position_embeddings=32))
+
+    def args(out, **kw):
+        return BertPretrainingArguments(output_dir=str(out), num_train_epochs=2, per_device_train_batch_size=16,
+                                        optimizer="adamw", learning_rate=3e-3, plot=False, disable_tqdm=True,
+                                        use_cpu=True, seed=3, **kw)
+
+    straight = pretrain_bert(model(), tokenizer, train, held_out, args(tmp_path / "a"))
+    history = json.loads((tmp_path / "a" / "training_history.json").read_text())
+    evals = [r["eval_loss"] for r in history if "eval_loss" in r]
+    assert len(evals) == 2 and evals[1] < evals[0] < math.log(len(tokenizer))  # below a uniform guess
+    assert 0.0 <= straight["eval_mlm_accuracy"] <= 1.0 and 0.0 <= straight["eval_nsp_accuracy"] <= 1.0
+    pretrain_bert(model(), tokenizer, train, held_out, args(tmp_path / "b", max_steps=3))
+    resumed = pretrain_bert(model(), tokenizer, train, held_out, args(tmp_path / "b", resume_from_checkpoint="latest"))
+    assert resumed["steps"] == straight["steps"]
+    a, b = load_file(str(tmp_path / "a" / "model.safetensors")), load_file(str(tmp_path / "b" / "model.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_pretrain_bert_command_trains_a_tokenizer_and_writes_a_loadable_model(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(text_corpus(40, seed=7))
+    out = tmp_path / "run"
+    results = bert_main(["--train_file", str(corpus), "--preset", "tiny", "--vocab_size", "80", "--min_frequency", "1",
+                         "--max_seq_length", "32", "--config_overrides", "max_position_embeddings=32",
+                         "--validation_split_percentage", "20", "--per_device_train_batch_size", "8",
+                         "--max_steps", "4", "--optimizer", "adamw", "--learning_rate", "1e-3",
+                         "--output_dir", str(out), "--disable_tqdm", "--use_cpu"])
+    assert results["steps"] == 4 and 0.0 <= results["eval_nsp_accuracy"] <= 1.0
+    model = AutoModelForPreTraining.from_pretrained(out)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert type(model).__name__ == "BertForPreTraining" and tokenizer.mask_token == "[MASK]"
+    pair = tokenizer("the cat sat", "a dog ran")
+    assert pair["token_type_ids"].count(1) == len(tokenizer("a dog ran", add_special_tokens=False)["input_ids"]) + 1
+    with pytest.raises(ValueError, match="max_seq_length 64 exceeds"):
+        bert_main(["--train_file", str(corpus), "--preset", "tiny", "--max_seq_length", "64", "--vocab_size", "80",
+                   "--min_frequency", "1", "--config_overrides", "max_position_embeddings=32",
+                   "--output_dir", str(tmp_path / "bad"), "--disable_tqdm"])

@@ -88,6 +88,15 @@ CITATIONS["hfsm_rnn_seq2seq"] = (
   year={2015}
 }""",
 )
+CITATIONS["hfsm_bert"] = (
+    "Devlin et al. (2019), BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding",
+    """@inproceedings{devlin2019bert,
+  title={{BERT}: Pre-training of Deep Bidirectional Transformers for Language Understanding},
+  author={Devlin, Jacob and Chang, Ming-Wei and Lee, Kenton and Toutanova, Kristina},
+  booktitle={NAACL},
+  year={2019}
+}""",
+)
 CITATIONS["hfsm_transformer"] = CITATIONS["hfsm_transformer_lm"] = (
     "Vaswani et al. (2017), Attention Is All You Need",
     r"""@inproceedings{vaswani2017attention,
@@ -117,6 +126,14 @@ ARCHITECTURES = {
     "hfsm_transformer": lambda c: (
         f"Transformer encoder-decoder: {c.encoder_layers}+{c.decoder_layers} layers, d_model {c.d_model}, "
         f"{c.encoder_attention_heads} heads, feed-forward {c.encoder_ffn_dim}"
+    ),
+    "hfsm_transformer_lm": lambda c: (
+        f"decoder-only Transformer language model: {c.decoder_layers} layers, d_model {c.d_model}, "
+        f"{c.decoder_attention_heads} heads, feed-forward {c.decoder_ffn_dim}"
+    ),
+    "hfsm_bert": lambda c: (
+        f"BERT encoder: {c.num_hidden_layers} layers, hidden size {c.hidden_size}, {c.num_attention_heads} heads, "
+        f"feed-forward {c.intermediate_size}"
     ),
 }
 

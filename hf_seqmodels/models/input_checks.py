@@ -15,7 +15,7 @@ def check_input_ids(input_ids: torch.Tensor | None, vocab_size: int, name: str =
         )
     if input_ids.numel() == 0:
         raise ValueError(f"`{name}` is empty (shape {tuple(input_ids.shape)}); give at least one token.")
-    low, high = int(input_ids.min()), int(input_ids.max())
+    low, high = (int(v) for v in torch.aminmax(input_ids))  # one pass over the ids
     if low < 0 or high >= vocab_size:
         bad = low if low < 0 else high
         raise ValueError(

@@ -221,6 +221,26 @@ def test_arguments_are_validated():
 
 @pytest.mark.parametrize("family", sorted(MODEL_FAMILIES))
 def test_cli_trains_reports_bleu_and_writes_a_hub_ready_folder(family, tmp_path):
+    run_cli(family, tmp_path, [])
+    out = tmp_path / "run"
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "generation_config.json", "README.md",
+                 "attention.png", "loss_curve.png", "validation_translations.tsv"):
+        assert (out / name).is_file(), name
+    lines = (out / "validation_translations.tsv").read_text().splitlines()
+    assert len(lines) == 7 and lines[0] == "source\thypothesis\treference"
+    card = (out / "README.md").read_text()
+    assert "| validation_bleu |" in card and "](attention.png)" in card and "AutoModelForSeq2SeqLM" in card
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(out)
+    assert reloaded.config.model_type == f"hfsm_{family}" and reloaded.config.decoder_start_token_id == 2
+
+
+def test_cli_reports_a_model_without_attention_without_a_heatmap(tmp_path):
+    run_cli("rnn_seq2seq", tmp_path, ["--config_overrides", "attention_score=none"])
+    card = (tmp_path / "run" / "README.md").read_text()
+    assert "| validation_bleu |" in card and not (tmp_path / "run" / "attention.png").exists()
+
+
+def run_cli(family: str, tmp_path, extra: list[str]) -> None:
     for split, n, seed in (("train", 48, 1), ("valid", 6, 2)):
         corpus = reversal_corpus(n, seed)
         rows = ["src\ttgt"] + [f"{s}\t{t}" for s, t in zip(corpus.sources, corpus.targets, strict=True)]
@@ -231,15 +251,6 @@ def test_cli_trains_reports_bleu_and_writes_a_hub_ready_folder(family, tmp_path)
         "--source_field", "src", "--target_field", "tgt", "--tokenizer_kind", "word", "--vocab_size", "40",
         "--min_frequency", "1", "--model_family", family, "--preset", "tiny", "--output_dir", str(out),
         "--max_steps", "3", "--per_device_train_batch_size", "16", "--optimizer", "adamw",
-        "--learning_rate", "1e-2", "--eval_num_beams", "2", "--eval_max_new_tokens", "8", "--disable_tqdm",
+        "--learning_rate", "1e-2", "--eval_num_beams", "2", "--eval_max_new_tokens", "8", "--disable_tqdm", *extra,
     ])
     assert results["steps"] == 3 and 0.0 <= results["validation_bleu"] <= 100.0
-    for name in ("config.json", "model.safetensors", "tokenizer.json", "generation_config.json", "README.md",
-                 "attention.png", "loss_curve.png", "validation_translations.tsv"):
-        assert (out / name).is_file(), name
-    lines = (out / "validation_translations.tsv").read_text().splitlines()
-    assert len(lines) == 7 and lines[0] == "source\thypothesis\treference"
-    card = (out / "README.md").read_text()
-    assert "| validation_bleu |" in card and "](attention.png)" in card and "AutoModelForSeq2SeqLM" in card
-    reloaded = AutoModelForSeq2SeqLM.from_pretrained(out)
-    assert reloaded.config.model_type == f"hfsm_{family}" and reloaded.config.decoder_start_token_id == 2

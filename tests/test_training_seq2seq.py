@@ -17,6 +17,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, MarianConfig, MarianMTModel
 
+from hf_seqmodels.metrics import metric_path
 from hf_seqmodels.tokenization import train_tokenizer
 from hf_seqmodels.training.seq2seq_cli import MODEL_FAMILIES
 from hf_seqmodels.training.seq2seq_cli import main as seq2seq_main
@@ -165,9 +166,20 @@ def test_two_process_shards_make_up_the_global_batch_and_its_gradient():
         torch.testing.assert_close(averaged, reference, rtol=1e-5, atol=1e-7)
 
 
-def test_corpus_bleu_is_sacrebleu():
-    assert corpus_bleu(["a small cat sat on the mat ."], ["a small cat sat on the mat ."]) == pytest.approx(100.0)
+def test_corpus_bleu_is_sacrebleu_through_the_shipped_evaluate_module():
+    import evaluate
+    import sacrebleu
+
+    hypotheses, references = ["a small cat sat on the mat .", "the dog ran"], ["a small cat sat on the mat .",
+                                                                             "a dog runs fast"]
+    assert corpus_bleu(hypotheses, references) == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [references]).score)
     assert corpus_bleu(["dog"], ["a small cat sat on the mat ."]) == pytest.approx(0.0)
+    metric = evaluate.load(metric_path("hfsm_sacrebleu"))  # from the package folder, no Hub
+    two_refs = metric.compute(predictions=["the big dog ran home ."],
+                              references=[["a dog runs fast", "the big dog ran home ."]])
+    assert two_refs["score"] == pytest.approx(100.0)
+    with pytest.raises(ValueError, match="Invalid metric name 'bleu'"):
+        metric_path("bleu")
 
 
 # --------------------------------------------------------------------------- the loop

@@ -14,6 +14,7 @@ translations against the detokenised references.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,11 +109,19 @@ def translate(model, tokenizer, sentences: list[str], **kwargs) -> list[str]:
     return translate_ids(model, sources, tokenizer, **kwargs)
 
 
-def corpus_bleu(hypotheses: list[str], references: list[str]) -> float:
-    """sacreBLEU (13a tokenisation, one reference per sentence) of detokenised text."""
-    import sacrebleu
+@functools.cache
+def _bleu_metric():
+    import evaluate
 
-    return sacrebleu.corpus_bleu(hypotheses, [references]).score
+    from ..metrics import metric_path
+
+    return evaluate.load(metric_path("hfsm_sacrebleu"))
+
+
+def corpus_bleu(hypotheses: list[str], references: list[str]) -> float:
+    """sacreBLEU (13a tokenisation, one reference per sentence) of detokenised text, through the ``evaluate``
+    module the package ships (:mod:`hf_seqmodels.metrics`), which loads without the Hub."""
+    return _bleu_metric().compute(predictions=hypotheses, references=[[r] for r in references])["score"]
 
 
 def evaluate_bleu(model, tokenizer, pairs: EncodedPairs, references: list[str], *, accelerator: Accelerator | None = None,

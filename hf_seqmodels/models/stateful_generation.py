@@ -25,6 +25,21 @@ class StatefulGenerationMixin(GenerationMixin):  # the name must end in "Generat
     def _supports_default_dynamic_cache(cls) -> bool:
         return False
 
+    def prepare_inputs_for_generation(self, input_ids, next_sequence_length=None, past_key_values=None,
+                                      attention_mask=None, **kwargs):
+        """The inputs of one decoding step of a decoder-only model: the tokens the state has not read yet,
+        the state and the mask. transformers' generic version also builds position ids and 4-D masks, which
+        these models do not use, and inspects the forward signature on every step of a custom model."""
+        if self.config.is_encoder_decoder:
+            return super().prepare_inputs_for_generation(input_ids, next_sequence_length, past_key_values,
+                                                         attention_mask, **kwargs)
+        if next_sequence_length is not None:
+            input_ids = input_ids[:, -next_sequence_length:]
+        inputs = {"input_ids": input_ids, "past_key_values": past_key_values, "attention_mask": attention_mask}
+        skipped = ("labels", "is_first_iteration", "inputs_embeds", "position_ids", "token_type_ids")
+        inputs.update((k, v) for k, v in kwargs.items() if k not in skipped and k not in inputs)
+        return inputs
+
     def causal_lm_loss(self, logits: torch.Tensor, labels: torch.Tensor | None, **kwargs) -> torch.Tensor | None:
         """Token cross-entropy: ``labels`` are shifted inside (token ``t`` predicts ``t + 1``), or
         ``shift_labels`` give already-aligned targets (TBPTT streams); ``-100`` is ignored. Keyword

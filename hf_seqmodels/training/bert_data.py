@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from ..models.config_utils import invalid
+from .seq2seq_data import pad_right
 
 _HEADING = re.compile(r"^\s*=( =)* .* =( =)*\s*$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
@@ -150,18 +151,10 @@ def tokenize_documents(documents: list[list[str]], tokenizer, num_proc: int | No
 
 def collate_examples(examples: list[dict], pad_token_id: int) -> dict[str, torch.Tensor]:
     """Right-pad ``input_ids``/``token_type_ids``, build ``attention_mask``, stack ``next_sentence_label``."""
-    width = max(len(e["input_ids"]) for e in examples)
-    input_ids = torch.full((len(examples), width), pad_token_id, dtype=torch.long)
-    token_type_ids = torch.zeros((len(examples), width), dtype=torch.long)
-    attention_mask = torch.zeros((len(examples), width), dtype=torch.long)
-    for row, e in enumerate(examples):
-        n = len(e["input_ids"])
-        input_ids[row, :n] = torch.tensor(e["input_ids"])
-        token_type_ids[row, :n] = torch.tensor(e["token_type_ids"])
-        attention_mask[row, :n] = 1
-    labels = torch.tensor([e["next_sentence_label"] for e in examples], dtype=torch.long)
-    return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
-            "next_sentence_label": labels}
+    return {"input_ids": pad_right([e["input_ids"] for e in examples], pad_token_id),
+            "token_type_ids": pad_right([e["token_type_ids"] for e in examples], 0),
+            "attention_mask": pad_right([[1] * len(e["input_ids"]) for e in examples], 0),
+            "next_sentence_label": torch.tensor([e["next_sentence_label"] for e in examples], dtype=torch.long)}
 
 
 def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, vocab_size: int, mask_token_id: int, *,

@@ -80,11 +80,11 @@ def stream_nll(model: torch.nn.Module, windows: StreamWindows, device: torch.dev
         return 0.0, 0
     was_training = model.training
     model.eval()
-    total, count, state = 0.0, 0, None
+    total, count, state, stateful = 0.0, 0, None, is_stateful(model)
     for index in range(len(windows)):
         window = windows.batch(index)
         labels = window.labels.to(device)
-        carried = {"past_key_values": state, "use_cache": True} if is_stateful(model) else {"use_cache": False}
+        carried = {"past_key_values": state, "use_cache": True} if stateful else {"use_cache": False}
         out = model(window.input_ids.to(device), **carried)
         logits = out.logits.float().flatten(0, 1)  # (B*T, V)
         total += F.cross_entropy(logits, labels.flatten(), ignore_index=-100, reduction="sum").item()
@@ -126,7 +126,7 @@ class LMTrainingLoop(TrainingLoop):
 
     def __init__(self, model, tokenizer, train_ids: torch.Tensor, eval_ids: torch.Tensor,
                  args: LMTrainingArguments, accelerator: Accelerator):
-        self.train_ids, self.eval_ids = train_ids, eval_ids
+        self.train_ids, self.eval_ids, self.stateful = train_ids, eval_ids, is_stateful(model)
         super().__init__(model, tokenizer, args, accelerator)
 
     def build_batches(self, model):
@@ -136,7 +136,7 @@ class LMTrainingLoop(TrainingLoop):
     def _state_kwargs(self, window: Window) -> dict[str, Any]:
         """What the model reads besides the window: the carried state (RNNs), the context ids of a shuffled
         window (NNLM), or nothing (a Transformer LM attends within its window only)."""
-        if not is_stateful(self.accelerator.unwrap_model(self.model)):
+        if not self.stateful:
             return {"use_cache": False}
         if window.context is not None:
             return {"past_key_values": RecurrentState((window.context.to(self.accelerator.device),), 0),

@@ -99,14 +99,15 @@ def write_translations(output_dir: str, name: str, sources: list[str], hypothese
 
 
 @torch.no_grad()
-def attention_map(model, tokenizer, source_ids: list[int]) -> tuple[torch.Tensor, list[str], list[str]] | None:
+def attention_map(model, tokenizer, source_ids: list[int],
+                  num_beams: int = 5) -> tuple[torch.Tensor, list[str], list[str]] | None:
     """Cross-attention ``(target_len, source_len)`` of the model's own beam-search translation of one
     sentence (last layer, heads averaged), with the source and output tokens as text; None for a model
     without attention (the plain encoder-decoder)."""
     model.eval()
     device = next(model.parameters()).device
     source = torch.tensor([source_ids], device=device)
-    output = model.generate(source, num_beams=5, do_sample=False)[0, 1:]  # drop decoder_start
+    output = model.generate(source, num_beams=num_beams, do_sample=False)[0, 1:]  # drop decoder_start
     output = output[output != tokenizer.pad_token_id]
     out = model(input_ids=source, labels=output[None], output_attentions=True, return_dict=True)
     if not out.cross_attentions:
@@ -131,7 +132,7 @@ def report_test_set(loop: Seq2SeqTrainingLoop, corpus: ParallelCorpus, name: str
     logger.info(f"sacreBLEU on {len(pairs)} {name} sentences (beam {args.eval_num_beams}): {bleu:.2f}")
     if acc.is_main_process:
         write_translations(args.output_dir, name, corpus.sources, hypotheses, corpus.targets)
-        alignment = attention_map(model, loop.tokenizer, pairs.sources[0])
+        alignment = attention_map(model, loop.tokenizer, pairs.sources[0], args.eval_num_beams)
         if alignment is not None:
             weights, source_tokens, output_tokens = alignment
             plot_attention(weights.tolist(), source_tokens, output_tokens, Path(args.output_dir) / ATTENTION_PLOT,

@@ -164,20 +164,20 @@ def encode_corpus(corpus: ParallelCorpus, tokenizer, *, max_source_length: int |
     return EncodedPairs(sources, targets)
 
 
+def pad_right(sequences: list[list[int]], value: int) -> torch.Tensor:
+    """Stack id lists into a ``(B, longest)`` LongTensor, right-padded with ``value``."""
+    padded = torch.full((len(sequences), max(len(s) for s in sequences)), value, dtype=torch.long)
+    for row, ids in enumerate(sequences):
+        padded[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return padded
+
+
 def collate_pairs(sources: list[list[int]], targets: list[list[int]] | None, pad_token_id: int) -> dict[str, torch.Tensor]:
     """Right-padded ``input_ids``/``attention_mask`` ``(B, S)`` and ``labels`` ``(B, T)`` (padding -100)."""
-    width = max(len(s) for s in sources)
-    input_ids = torch.full((len(sources), width), pad_token_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(sources), width), dtype=torch.long)
-    for row, ids in enumerate(sources):
-        input_ids[row, : len(ids)] = torch.tensor(ids)
-        attention_mask[row, : len(ids)] = 1
-    batch = {"input_ids": input_ids, "attention_mask": attention_mask}
+    batch = {"input_ids": pad_right(sources, pad_token_id),
+             "attention_mask": pad_right([[1] * len(s) for s in sources], 0)}
     if targets is not None:
-        labels = torch.full((len(targets), max(len(t) for t in targets)), -100, dtype=torch.long)
-        for row, ids in enumerate(targets):
-            labels[row, : len(ids)] = torch.tensor(ids)
-        batch["labels"] = labels
+        batch["labels"] = pad_right(targets, -100)
     return batch
 
 
@@ -253,5 +253,6 @@ __all__ = [
     "collate_pairs",
     "encode_corpus",
     "load_parallel_dataset",
+    "pad_right",
     "read_parallel_corpus",
 ]

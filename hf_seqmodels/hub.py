@@ -169,6 +169,34 @@ print(tokenizer.batch_decode(beams, skip_special_tokens=True))
 output and source tokens shown in the heatmap below."""
 
 
+ENCODER_USAGE = """```python
+from transformers import {auto_class}, AutoTokenizer
+
+model = {auto_class}.from_pretrained("{repo_id}", trust_remote_code=True)
+tokenizer = AutoTokenizer.from_pretrained("{repo_id}")
+outputs = model(**tokenizer("The cat sat on the mat.", return_tensors="pt"))
+```
+
+Every head of the family loads from the same folder with its own Auto class (the config's `auto_map`
+names them all)."""
+
+
+def _usage(model) -> tuple[str, str]:
+    """The card's usage snippet and Hub task: translation, text generation, or an encoder's forward pass."""
+    if model.config.is_encoder_decoder:
+        return SEQ2SEQ_USAGE, "translation"
+    if model.can_generate():
+        return CAUSAL_LM_USAGE, "text-generation"
+    return ENCODER_USAGE, "fill-mask" if model.get_output_embeddings() is not None else "feature-extraction"
+
+
+def _auto_class(model) -> str:
+    """The Auto class that loads ``model``'s class (from the config's ``auto_map``)."""
+    reference = f"{type(model).__module__.rsplit('.', 1)[-1]}.{type(model).__name__}"
+    auto_map = getattr(model.config, "auto_map", None) or {}
+    return next((auto for auto, ref in auto_map.items() if ref == reference and auto != "AutoConfig"), "AutoModel")
+
+
 def _citations(config) -> tuple[str, str]:
     """The papers behind ``config``'s architecture: ``(names, BibTeX)``."""
     entries = [CITATIONS[config.model_type]] if config.model_type in CITATIONS else []
@@ -192,7 +220,8 @@ def _format_table(values: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-RESULT_KEYS = ("eval_loss", "eval_perplexity", "eval_bleu", "validation_bleu", "test_bleu", "train_loss", "steps", "epochs", "train_runtime_seconds",
+RESULT_KEYS = ("eval_loss", "eval_perplexity", "eval_bleu", "validation_bleu", "test_bleu", "eval_mlm_perplexity",
+               "eval_mlm_accuracy", "eval_nsp_accuracy", "train_loss", "steps", "epochs", "train_runtime_seconds",
                "train_tokens_per_second")
 
 
@@ -230,7 +259,7 @@ def write_model_card(
     model_type = config.model_type
     paper, citation = _citations(config)
     results = results or {}
-    task = "translation" if config.is_encoder_decoder else "text-generation"
+    usage, task = _usage(model)
     card_data = ModelCardData(
         library_name="transformers",
         license=license,
@@ -255,8 +284,7 @@ def write_model_card(
         training_data=training_data,
         training_procedure=_format_table(training_args) if training_args else "Not recorded.",
         evaluation=(_format_table(results) if results else "Not evaluated.") + plots,
-        usage=(SEQ2SEQ_USAGE if config.is_encoder_decoder else CAUSAL_LM_USAGE).format(repo_id=repo_id or "<user>/<model-name>",
-                                                                                      prompt=prompt),
+        usage=usage.format(repo_id=repo_id or "<user>/<model-name>", prompt=prompt, auto_class=_auto_class(model)),
         samples="\n\n".join(f"**{k}**\n\n```\n{v}\n```" for k, v in (samples or {}).items()),
         citation=citation,
     )

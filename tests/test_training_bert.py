@@ -168,6 +168,9 @@ def test_pretrain_bert_command_trains_a_tokenizer_and_writes_a_loadable_model(tm
     model = AutoModelForPreTraining.from_pretrained(out)
     tokenizer = AutoTokenizer.from_pretrained(out)
     assert type(model).__name__ == "BertForPreTraining" and tokenizer.mask_token == "[MASK]"
+    card = (out / "README.md").read_text()
+    assert "AutoModelForPreTraining.from_pretrained" in card and "AutoModelForCausalLM" not in card
+    assert "pipeline_tag: fill-mask" in card and "| eval_nsp_accuracy |" in card and "| eval_mlm_accuracy |" in card
     pair = tokenizer("the cat sat", "a dog ran")
     assert pair["token_type_ids"].count(1) == len(tokenizer("a dog ran", add_special_tokens=False)["input_ids"]) + 1
     with pytest.raises(ValueError, match="max_seq_length 64 exceeds"):

@@ -1,11 +1,11 @@
 """Decoding speed of ``RNNForCausalLM.generate()`` against a hand-written greedy loop on the same weights.
 
 For each batch size, four contenders decode ``--new-tokens`` tokens after the same random prompt
-(``min_new_tokens = max_new_tokens``, so EOS never stops a row early and every contender does the
+(``min_length = max_length``, so EOS never stops a row early and every contender does the
 same number of steps):
 
 * hand loop: ``embed_tokens -> nn.LSTM -> lm_head`` called directly with the state carried by
-  hand, EOS logit masked (what ``min_new_tokens`` does), argmax; no Hugging Face machinery;
+  hand, EOS logit masked (what ``min_length`` does), argmax; no Hugging Face machinery;
 * forward loop: the same loop through ``model(input_ids, past_key_values=state)`` (informational:
   splits the overhead between the model's forward and ``generate()``);
 * generate greedy: ``model.generate(do_sample=False, num_beams=1)``;
@@ -50,7 +50,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--prompt-length", type=int, default=8)
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--num-beams", type=int, default=4)
-    add_common_args(parser, repeats=3, warmup=0)
+    add_common_args(parser, repeats=9, warmup=0)
     return parser.parse_args()
 
 
@@ -66,7 +66,7 @@ def hand_loop(model: RNNForCausalLM, prompt: torch.Tensor, new_tokens: int) -> t
         if model.output_projection is not None:
             last = model.output_projection(last)
         logits = model.lm_head(last)  # (B, V)
-        logits[:, eos_ids] = float("-inf")  # min_new_tokens: EOS is not allowed yet
+        logits[:, eos_ids] = float("-inf")  # min_length: EOS is not allowed yet
         step_input = logits.argmax(dim=-1, keepdim=True)  # (B, 1)
         tokens.append(step_input)
     return torch.cat(tokens, dim=1)
@@ -88,10 +88,15 @@ def forward_loop(model: RNNForCausalLM, prompt: torch.Tensor, new_tokens: int) -
 
 
 def generate(model: RNNForCausalLM, prompt: torch.Tensor, new_tokens: int, num_beams: int = 1) -> torch.Tensor:
-    """``model.generate`` greedy (``num_beams=1``) or beam search, exactly ``new_tokens`` new tokens."""
+    """``model.generate`` greedy (``num_beams=1``) or beam search, exactly ``new_tokens`` new tokens.
+
+    The length is fixed with ``min_length``/``max_length`` rather than ``min_new_tokens``: transformers
+    turns ``min_new_tokens`` into a ``min_length`` as well and then runs both EOS-masking processors on
+    every step, which would charge ``generate()`` for masking EOS twice."""
+    length = prompt.shape[1] + new_tokens
     return model.generate(
         prompt, attention_mask=torch.ones_like(prompt), do_sample=False, num_beams=num_beams,
-        max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+        max_length=length, min_length=length,
     )
 
 

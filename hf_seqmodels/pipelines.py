@@ -17,6 +17,8 @@ import torch
 from transformers import AutoModelForQuestionAnswering, AutoModelForSeq2SeqLM, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
+from .qa_spans import best_spans
+
 TRANSLATION_TASK = "hfsm-translation"
 QUESTION_ANSWERING_TASK = "hfsm-question-answering"
 
@@ -60,9 +62,10 @@ class QuestionAnsweringPipeline(Pipeline):
     is encoded as ``[CLS] question [SEP] context [SEP]``; a context longer than ``max_seq_len`` tokens is
     cut into windows overlapping by ``doc_stride`` tokens, all scored in one batch. The answer is the span
     ``i <= j < i + max_answer_len`` of context tokens with the highest :math:`p_{start}(i)\,p_{end}(j)`
-    (softmax over the window's context tokens). Output: ``{"answer", "score", "start", "end"}`` with
-    character offsets into the context (a list of ``top_k`` such dicts when ``top_k > 1``). Needs a fast
-    tokenizer (for the offsets); use ``batch_size=1`` (the windows of one question are already a batch).
+    (softmax over the window's context tokens; :func:`hf_seqmodels.qa_spans.best_spans`). Output:
+    ``{"answer", "score", "start", "end"}`` with character offsets into the context (a list of ``top_k`` such
+    dicts when ``top_k > 1``). Needs a fast tokenizer (for the offsets); use ``batch_size=1`` (the windows of
+    one question are already a batch).
     """
 
     _load_processor = False
@@ -95,6 +98,9 @@ class QuestionAnsweringPipeline(Pipeline):
         context_mask = torch.tensor(  # (windows, T): True on the context's tokens
             [[sequence == 1 for sequence in encoded.sequence_ids(w)] for w in range(windows)]
         )
+        if not context_mask.any():
+            raise ValueError(f"{QUESTION_ANSWERING_TASK} needs a context with at least one token, got "
+                             f"{inputs['context']!r}.")
         model_inputs = {k: encoded[k] for k in self.tokenizer.model_input_names if k in encoded}
         return {**model_inputs, "offset_mapping": encoded["offset_mapping"], "context_mask": context_mask,
                 "context": inputs["context"]}
@@ -105,21 +111,13 @@ class QuestionAnsweringPipeline(Pipeline):
         return {"start_logits": out.start_logits, "end_logits": out.end_logits, **extra}
 
     def postprocess(self, outputs, top_k: int = 1, max_answer_len: int = 15):
-        mask = outputs["context_mask"]  # (W, T)
-        start = outputs["start_logits"].float().masked_fill(~mask, float("-inf")).softmax(-1)  # (W, T)
-        end = outputs["end_logits"].float().masked_fill(~mask, float("-inf")).softmax(-1)
-        scores = start[:, :, None] * end[:, None, :]  # (W, T start, T end)
-        length = scores.shape[-1]
-        allowed = torch.ones(length, length, dtype=torch.bool).triu().tril(max_answer_len - 1)  # i <= j < i + max
-        scores = scores.masked_fill(~allowed, 0.0).nan_to_num(0.0)
-        best = scores.flatten().topk(min(top_k, scores.numel())).indices
+        spans = best_spans(outputs["start_logits"], outputs["end_logits"], outputs["context_mask"],
+                           max_answer_len=max_answer_len, top_k=top_k)
         answers = []
-        for index in best.tolist():
-            window, rest = divmod(index, length * length)
-            i, j = divmod(rest, length)
-            char_start = int(outputs["offset_mapping"][window, i, 0])
-            char_end = int(outputs["offset_mapping"][window, j, 1])
-            answers.append({"score": float(scores[window, i, j]), "start": char_start, "end": char_end,
+        for span in spans:
+            char_start = int(outputs["offset_mapping"][span.window, span.start, 0])
+            char_end = int(outputs["offset_mapping"][span.window, span.end, 1])
+            answers.append({"score": span.score, "start": char_start, "end": char_end,
                             "answer": outputs["context"][char_start:char_end]})
         return answers[0] if top_k == 1 else answers
 

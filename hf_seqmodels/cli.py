@@ -1,4 +1,5 @@
-"""The ``hf-seqmodels`` command: ``demo``, ``train-lm``, ``train-seq2seq``, ``pretrain-bert`` and ``train-tokenizer``."""
+"""The ``hf-seqmodels`` command: ``demo``, ``train-lm``, ``train-seq2seq``, ``pretrain-bert``, ``finetune`` and
+``train-tokenizer``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import sys
 from collections.abc import Sequence
 
 COMMANDS = {"train-lm": ".training.lm_cli", "train-seq2seq": ".training.seq2seq_cli",
-            "pretrain-bert": ".training.bert_cli", "train-tokenizer": ".tokenization.cli"}
+            "pretrain-bert": ".training.bert_cli", "finetune": ".training.finetune",
+            "train-tokenizer": ".tokenization.cli"}
 
 
 def _demo_parser(subparsers) -> None:
@@ -54,6 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                           "training/train_seq2seq.py)", add_help=False)
     subparsers.add_parser("pretrain-bert", help="pretrain BERT with MLM + NSP (same options as "
                           "training/pretrain_bert.py)", add_help=False)
+    subparsers.add_parser("finetune", help="fine-tune on classification, tagging or extractive QA with Trainer "
+                          "(same options as training/finetune.py)", add_help=False)
     subparsers.add_parser("train-tokenizer", help="train a tokenizer (same options as "
                           "tokenizer_scripts/train_tokenizer.py)", add_help=False)
     if argv and argv[0] in COMMANDS:

@@ -181,13 +181,36 @@ Every head of the family loads from the same folder with its own Auto class (the
 names them all)."""
 
 
+GENERATIVE_LIMITATIONS = """This is a small model for teaching, comparing architectures and reproducing classic results. It
+models the style and spelling of its training text and nothing else: it has no knowledge of the
+world, produces fluent-looking nonsense, and must not be used to generate text presented as fact.
+It reproduces any biases of its training corpus."""
+
+ENCODER_LIMITATIONS = """This is a small model for teaching, comparing architectures and reproducing classic results. Its
+predictions reflect only its (small) training data: expect lower scores on text from other domains,
+genres or periods, and check it on your own held-out data before relying on it. It reproduces any
+biases of its training corpus and must not be used for decisions about people."""
+
+HEAD_TASKS = {  # class-name suffix of an encoder head -> its Hub pipeline tag
+    "ForSequenceClassification": "text-classification",
+    "ForTokenClassification": "token-classification",
+    "ForQuestionAnswering": "question-answering",
+    "ForMultipleChoice": "multiple-choice",
+}
+
+
 def _usage(model) -> tuple[str, str]:
-    """The card's usage snippet and Hub task: translation, text generation, or an encoder's forward pass."""
+    """The card's usage snippet and Hub task: translation, text generation, or an encoder's forward pass
+    (tagged with the task of its head)."""
     if model.config.is_encoder_decoder:
         return SEQ2SEQ_USAGE, "translation"
     if model.can_generate():
         return CAUSAL_LM_USAGE, "text-generation"
-    return ENCODER_USAGE, "fill-mask" if model.get_output_embeddings() is not None else "feature-extraction"
+    name = type(model).__name__
+    task = next((task for suffix, task in HEAD_TASKS.items() if name.endswith(suffix)), None)
+    if task is None:
+        task = "fill-mask" if model.get_output_embeddings() is not None else "feature-extraction"
+    return ENCODER_USAGE, task
 
 
 def _auto_class(model) -> str:
@@ -286,6 +309,7 @@ def write_model_card(
         evaluation=(_format_table(results) if results else "Not evaluated.") + plots,
         usage=usage.format(repo_id=repo_id or "<user>/<model-name>", prompt=prompt, auto_class=_auto_class(model)),
         samples="\n\n".join(f"**{k}**\n\n```\n{v}\n```" for k, v in (samples or {}).items()),
+        limitations=GENERATIVE_LIMITATIONS if model.can_generate() else ENCODER_LIMITATIONS,
         citation=citation,
     )
     card = ModelCard(f"---\n{card_data.to_yaml()}\n---\n\n{body}")

@@ -21,7 +21,8 @@ def write_history(history: list[dict[str, Any]], output_dir: str | Path) -> Path
     return path
 
 
-def plot_loss_curves(history: list[dict[str, Any]], output_dir: str | Path, title: str | None = None) -> Path:
+def plot_loss_curves(history: list[dict[str, Any]], output_dir: str | Path, title: str | None = None,
+                     ylabel: str = "cross-entropy (nats / token)") -> Path:
     """Training and validation loss against the update step, as a PNG in ``output_dir``."""
     import matplotlib
 
@@ -36,7 +37,7 @@ def plot_loss_curves(history: list[dict[str, Any]], output_dir: str | Path, titl
     if evals:
         ax.plot(*zip(*evals, strict=True), label="validation loss", marker="o")
     ax.set_xlabel("update step")
-    ax.set_ylabel("cross-entropy (nats / token)")
+    ax.set_ylabel(ylabel)
     ax.set_title(title or "Language-model training")
     ax.grid(alpha=0.3)
     ax.legend()

@@ -1,0 +1,188 @@
+"""training/finetune.py: GLUE-style reading, label spaces, and Trainer fine-tuning end to end for each task
+kind on the tiny shipped data (classification, tagging, extractive QA), from a saved pretrained model and
+from random initialisation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
+
+import hf_seqmodels  # noqa: F401  (registers the model types)
+from hf_seqmodels import BertConfig, BertForPreTraining
+from hf_seqmodels.tokenization import train_tokenizer
+from hf_seqmodels.training.classification_data import (
+    encode_classification,
+    label_space,
+    read_classification_file,
+    resolve_text_columns,
+)
+from hf_seqmodels.training.finetune import FinetuneDataArguments, main
+
+DATA = Path(__file__).parent / "data" / "finetune"
+
+
+@pytest.fixture(scope="module")
+def bert_folder(tmp_path_factory):
+    """A saved tiny BertForPreTraining with a WordPiece tokenizer trained on the three tiny data sets."""
+    folder = tmp_path_factory.mktemp("bert")
+    text = folder / "corpus.txt"
+    squad = json.loads((DATA / "squad_tiny.json").read_text(encoding="utf-8"))
+    paragraphs = [p for article in squad["data"] for p in article["paragraphs"]]
+    lines = (DATA / "sst2_tiny.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    lines += [line.split(" ")[0] for line in (DATA / "conll_tiny.txt").read_text(encoding="utf-8").splitlines()]
+    lines += [p["context"] for p in paragraphs] + [q["question"] for p in paragraphs for q in p["qas"]]
+    text.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tokenizer = train_tokenizer([str(text)], kind="wordpiece", vocab_size=400, min_frequency=1,
+                                add_bert_special_tokens=True)
+    torch.manual_seed(0)
+    config = BertConfig.from_preset("tiny", vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
+    BertForPreTraining(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def common_args(out: Path, *extra: str) -> list[str]:
+    return ["--output_dir", str(out), "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "16",
+            "--learning_rate", "5e-3", "--report_to", "none", "--save_strategy", "no", "--logging_steps", "2",
+            "--use_cpu", "--seed", "0", "--disable_tqdm", "true", *extra]
+
+
+# ---------------------------------------------------------------------------------------------- data
+
+def test_glue_tsv_keeps_quotes_and_finds_pair_columns(tmp_path):
+    path = tmp_path / "mrpc.tsv"
+    path.write_text('label\tsentence1\tsentence2\n1\tHe said "yes" .\tHe agreed .\n0\tA cat .\tA "dog\n',
+                    encoding="utf-8")
+    ds = read_classification_file(path)
+    assert ds.column_names == ["text", "text_pair", "label"]
+    assert ds["text"][0] == 'He said "yes" .' and ds["text_pair"][1] == 'A "dog'
+    assert resolve_text_columns(["label", "content"]) == ("content", None)
+    with pytest.raises(ValueError, match="text_column"):
+        resolve_text_columns(["label", "body"])
+    with pytest.raises(ValueError, match="`text_column`='nope'"):
+        resolve_text_columns(["label", "content"], text_column="nope")
+
+
+def test_malformed_tsv_row_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.tsv"
+    path.write_text("label\tcontent\n1\tfine\n0\ttoo\tmany\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="bad.tsv, line 3"):
+        read_classification_file(path)
+
+
+def test_label_space_orders_numbers_numerically_and_detects_regression():
+    space = label_space(["10", "2", "2", "1"])
+    assert space.labels == ("1", "2", "10") and not space.is_regression
+    assert [space.encode(v) for v in ("1", 2, 10.0)] == [0, 1, 2]
+    with pytest.raises(ValueError, match="Invalid label '3'"):
+        space.encode("3")
+    assert label_space(["0.5", "3.8", "1"]).is_regression
+    assert label_space(["1", "2"], regression=True).num_labels == 1
+    assert label_space(["neutral", "entailment"]).labels == ("entailment", "neutral")
+    with pytest.raises(ValueError, match="at least two"):
+        label_space(["1", "1"])
+
+
+def test_pairs_are_encoded_with_segments(bert_folder):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(bert_folder)
+    ds = read_classification_file(DATA / "sst2_tiny.tsv")
+    ds = ds.add_column("text_pair", ds["text"][::-1])
+    encoded = encode_classification(ds, tokenizer, max_length=16, labels=label_space(ds["label"]))
+    row = encoded[0]
+    assert len(row["input_ids"]) <= 16 and row["labels"] in (0, 1)
+    assert 0 in row["token_type_ids"] and 1 in row["token_type_ids"]
+
+
+def test_data_arguments_are_checked_when_built():
+    with pytest.raises(ValueError, match="`task`='ner'"):
+        FinetuneDataArguments(task="ner", train_file="x")
+    with pytest.raises(ValueError, match="`doc_stride`=128"):
+        FinetuneDataArguments(task="question-answering", train_file="x", max_seq_length=128, doc_stride=128)
+
+
+# ------------------------------------------------------------------------------------- end to end
+
+def test_sequence_classification_from_a_pretrained_folder(bert_folder, tmp_path):
+    out = tmp_path / "sst2"
+    metrics = main(["--task", "sequence-classification", "--model_name_or_path", str(bert_folder),
+                    "--train_file", str(DATA / "sst2_tiny.tsv"), "--validation_file", str(DATA / "sst2_tiny.tsv"),
+                    "--test_file", str(DATA / "sst2_tiny.tsv"), "--max_seq_length", "32",
+                    "--num_train_epochs", "8", *common_args(out)])
+    # the tiny model can fit 40 training sentences: it must do better than the majority class on them
+    assert metrics["eval_accuracy"] > 0.75, metrics
+    history = json.loads((out / "training_history.json").read_text())
+    losses = [r["train_loss"] for r in history if "train_loss" in r]
+    assert losses[-1] < losses[0]
+    model = AutoModelForSequenceClassification.from_pretrained(out)
+    assert model.config.id2label == {0: "0", 1: "1"}
+    card = (out / "README.md").read_text()
+    assert "text-classification" in card and "eval_accuracy" in card
+    predictions = [json.loads(line) for line in (out / "test_predictions.jsonl").read_text().splitlines()]
+    assert len(predictions) == 40 and {p["label"] for p in predictions} <= {"0", "1"}
+    assert (out / "loss_curve.png").is_file()
+
+
+def test_a_pretrained_encoder_is_loaded_not_reinitialised(bert_folder):
+    from hf_seqmodels.training.finetune import FinetuneModelArguments, build_model, load_tokenizer
+
+    args = FinetuneModelArguments(model_name_or_path=str(bert_folder))
+    model = build_model(args, "sequence-classification", load_tokenizer(args), {"num_labels": 2})
+    pretrained = BertForPreTraining.from_pretrained(bert_folder)
+    for name, weight in pretrained.bert.state_dict().items():
+        assert torch.equal(model.bert.state_dict()[name], weight), name
+
+
+def test_random_initialisation_baseline_needs_a_tokenizer_and_uses_the_preset(bert_folder, tmp_path):
+    from hf_seqmodels.training.finetune import FinetuneModelArguments, build_model, load_tokenizer
+
+    with pytest.raises(ValueError, match="--tokenizer_name_or_path"):
+        load_tokenizer(FinetuneModelArguments(preset="tiny"))
+    args = FinetuneModelArguments(preset="tiny", tokenizer_name_or_path=str(bert_folder))
+    tokenizer = load_tokenizer(args)
+    model = build_model(args, "sequence-classification", tokenizer, {"num_labels": 3})
+    assert model.config.num_labels == 3 and model.config.vocab_size == len(tokenizer)
+    with pytest.raises(ValueError, match="`preset`='huge'"):
+        build_model(FinetuneModelArguments(preset="huge", tokenizer_name_or_path=str(bert_folder)),
+                    "sequence-classification", tokenizer, {"num_labels": 2})
+
+
+def test_regression_labels_train_a_single_output(bert_folder, tmp_path):
+    path = tmp_path / "stsb.tsv"
+    rows = [f"{(i % 5) + 0.5}\tthe movie is good number {i}\tthe film is fine {i}" for i in range(24)]
+    path.write_text("label\tsentence1\tsentence2\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    metrics = main(["--task", "sequence-classification", "--model_name_or_path", str(bert_folder),
+                    "--train_file", str(path), "--validation_file", str(path), "--max_seq_length", "24",
+                    "--num_train_epochs", "1", *common_args(tmp_path / "out")])
+    assert {"eval_pearson", "eval_spearmanr"} & set(metrics), metrics
+    model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "out")
+    assert model.config.num_labels == 1 and model.config.problem_type == "regression"
+
+
+def test_token_classification_reports_entity_f1(bert_folder, tmp_path):
+    out = tmp_path / "ner"
+    metrics = main(["--task", "token-classification", "--model_name_or_path", str(bert_folder),
+                    "--train_file", str(DATA / "conll_tiny.txt"), "--validation_file", str(DATA / "conll_tiny.txt"),
+                    "--test_file", str(DATA / "conll_tiny.txt"), "--max_seq_length", "48",
+                    "--num_train_epochs", "10", *common_args(out)])
+    assert 0.0 <= metrics["eval_overall_f1"] <= 1.0 and metrics["eval_overall_accuracy"] > 0.5, metrics
+    model = AutoModelForTokenClassification.from_pretrained(out)
+    assert "O" in model.config.label2id and any(t.startswith("B-") for t in model.config.label2id)
+    records = [json.loads(line) for line in (out / "test_predictions.jsonl").read_text().splitlines()]
+    assert all(len(r["tokens"]) == len(r["predicted_tags"]) for r in records)
+
+
+def test_question_answering_reports_exact_match_and_f1(bert_folder, tmp_path):
+    out = tmp_path / "qa"
+    metrics = main(["--task", "question-answering", "--model_name_or_path", str(bert_folder),
+                    "--train_file", str(DATA / "squad_tiny.json"), "--validation_file", str(DATA / "squad_tiny.json"),
+                    "--max_seq_length", "64", "--doc_stride", "16", "--num_train_epochs", "2", *common_args(out)])
+    assert 0.0 <= metrics["eval_exact_match"] <= 100.0 and 0.0 <= metrics["eval_f1"] <= 100.0, metrics
+    assert metrics["eval_f1"] >= metrics["eval_exact_match"]
+    assert (out / "model.safetensors").is_file()
+    assert "question-answering" in (out / "README.md").read_text()

@@ -10,6 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 DATA=${1:-../shared/data}
 EPOCHS=${2:-1}
+mkdir -p runs
 OMP_NUM_THREADS=1 python training/pretrain_bert.py --preset bert-mini \
     --train_file "$DATA/wikitext2-heldout/valid.txt" "$DATA/wikitext2-heldout/test.txt" \
     --vocab_size 16000 --max_seq_length 128 --per_device_train_batch_size 32 \

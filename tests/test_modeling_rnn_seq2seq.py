@@ -176,6 +176,61 @@ def test_tied_embeddings_with_and_without_projection():
     assert projected(random_ids(1, 4, 99), decoder_input_ids=random_ids(1, 2, 99)).logits.shape == (1, 2, 99)
 
 
+# --- separate source and target vocabularies ------------------------------------------------------------
+
+SOURCE_V = 150  # a source vocabulary larger than the tiny preset's 99 target tokens
+
+
+@pytest.mark.parametrize("variant", ["bahdanau-additive-bilstm", "luong-dot-feed-gru-copy"])
+def test_separate_vocabularies_size_the_encoder_by_the_source_and_the_output_by_the_target(variant):
+    model = tiny_model(variant, source_vocab_size=SOURCE_V, tie_word_embeddings=True)  # decoder in/out tying is fine
+    assert model.get_input_embeddings().weight.shape == (SOURCE_V, 12)
+    assert model.get_decoder_input_embeddings().weight.shape == (99, 12)
+    assert model.lm_head.weight is model.get_decoder_input_embeddings().weight
+    src = random_ids(2, 5, SOURCE_V, low=99)  # valid source ids that the target vocabulary does not have
+    assert model(src, decoder_input_ids=random_ids(2, 3, 99)).logits.shape == (2, 3, 99)
+    out = model.generate(src, num_beams=2, **GENERATE)
+    assert out.shape == (2, 8) and int(out.max()) < 99
+
+
+def test_source_ids_are_checked_against_the_source_vocabulary():
+    model = tiny_model(source_vocab_size=SOURCE_V)
+    with pytest.raises(ValueError, match=r"`input_ids` contains token id 150, outside the vocabulary \[0, 150\) of "
+                                         r"this model \(config.source_vocab_size=150\)"):
+        model(torch.tensor([[5, 150, 3]]), decoder_input_ids=torch.tensor([[2]]))
+    with pytest.raises(ValueError, match=r"`decoder_input_ids` contains token id 120.*config.vocab_size=99"):
+        model(torch.tensor([[120, 3]]), decoder_input_ids=torch.tensor([[2, 120]]))
+    with pytest.raises(ValueError, match=r"config.vocab_size=99"):  # shared: the one vocabulary
+        tiny_model()(torch.tensor([[120, 3]]), decoder_input_ids=torch.tensor([[2]]))
+
+
+def test_resize_token_embeddings_resizes_the_target_side_and_the_source_side_only_when_shared():
+    separate = tiny_model(source_vocab_size=SOURCE_V, tie_word_embeddings=True)
+    separate.resize_token_embeddings(110)
+    assert separate.get_input_embeddings().num_embeddings == SOURCE_V
+    assert separate.get_decoder_input_embeddings().num_embeddings == 110 and separate.lm_head.out_features == 110
+    assert separate.lm_head.weight is separate.get_decoder_input_embeddings().weight
+    assert (separate.config.vocab_size, separate.config.source_vocab_size) == (110, SOURCE_V)
+    separate.resize_source_token_embeddings(160)
+    assert separate.get_input_embeddings().num_embeddings == separate.config.source_vocab_size == 160
+    assert separate(torch.tensor([[159, 3]]), decoder_input_ids=torch.tensor([[109]])).logits.shape == (1, 1, 110)
+    shared = tiny_model()
+    shared.resize_token_embeddings(110)
+    assert shared.get_input_embeddings().num_embeddings == shared.get_decoder_input_embeddings().num_embeddings == 110
+    assert shared(torch.tensor([[109, 3]]), decoder_input_ids=torch.tensor([[109]])).logits.shape == (1, 1, 110)
+    with pytest.raises(ValueError, match="source_vocab_size=None"):
+        shared.resize_source_token_embeddings(120)
+
+
+def test_separate_vocabularies_save_and_load(tmp_path):
+    model = tiny_model(source_vocab_size=SOURCE_V)
+    model.save_pretrained(tmp_path)
+    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
+    assert loaded.config.source_vocab_size == SOURCE_V
+    src = random_ids(2, 5, SOURCE_V, low=99)
+    assert torch.equal(model.generate(src, **GENERATE), loaded.generate(src, **GENERATE))
+
+
 # --- generation -------------------------------------------------------------------------------------
 
 GENERATE = dict(max_new_tokens=7, min_new_tokens=7)
@@ -282,6 +337,7 @@ def test_coverage_penalty_refuses_settings_where_it_would_do_nothing():
         (dict(input_feeding=True), "input_feeding", True),  # Bahdanau wiring has no input feeding
         (dict(attention_score="none", bridge="zeros"), "bridge", "zeros"),
         (dict(bridge="copy", encoder_layers=1), "bridge", "copy"),
+        (dict(source_vocab_size=0), "source_vocab_size", 0),
     ],
 )
 def test_bad_config_names_field_value_and_what_is_allowed(overrides, field, value):
@@ -354,11 +410,14 @@ def test_save_and_auto_load(tmp_path):
     assert torch.equal(model.generate(ids, num_beams=2, **GENERATE), loaded.generate(ids, num_beams=2, **GENERATE))
 
 
-def test_remote_code_generates_the_same_translation_without_the_package(tmp_path):
+@pytest.mark.parametrize("source_vocab_size", [None, SOURCE_V])
+def test_remote_code_generates_the_same_translation_without_the_package(tmp_path, source_vocab_size):
     """The saved folder carries its code: a Python without hf_seqmodels loads it and beam-searches alike."""
-    model = tiny_model("luong-concat-feed-rnn")
+    model = tiny_model("luong-concat-feed-rnn", source_vocab_size=source_vocab_size)
     model.save_pretrained(tmp_path)
     _, ids, mask = padded_sources()
+    if source_vocab_size:
+        ids = torch.where(mask.bool(), ids + 50, ids)  # ids from 54: some only the source vocabulary has
     kw = dict(num_beams=3, coverage_penalty=0.2, **GENERATE)
     script = "import sys; sys.modules['hf_seqmodels'] = None\n" + textwrap.dedent(f"""
         import json, torch

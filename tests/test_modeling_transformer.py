@@ -253,6 +253,74 @@ def test_save_and_auto_load_keep_outputs_and_tying(tmp_path, share, tie):
     assert (loaded.lm_head.weight is loaded.model.decoder.embeddings.embed_tokens.weight) == tie
 
 
+# --- separate source and target vocabularies ----------------------------------------------------------
+
+SOURCE_V = 150  # a source vocabulary larger than the tiny preset's 99 target tokens
+
+
+def separate(seed: int = 0, **overrides) -> TransformerForConditionalGeneration:
+    return seq2seq(seed, source_vocab_size=SOURCE_V, share_encoder_decoder_embeddings=False, **overrides)
+
+
+def test_separate_vocabularies_size_the_encoder_by_the_source_and_the_output_by_the_target():
+    model = separate()  # tie_word_embeddings (decoder input = output matrix) stays allowed
+    assert model.get_input_embeddings().weight.shape == (SOURCE_V, 16)
+    assert model.get_decoder_input_embeddings().weight.shape == (V, 16)
+    assert model.lm_head.weight is model.get_decoder_input_embeddings().weight
+    src = random_ids(2, 6, SOURCE_V, low=V)  # valid source ids that the target vocabulary does not have
+    assert model(src, decoder_input_ids=random_ids(2, 3, V)).logits.shape == (2, 3, V)
+    for kw in (dict(do_sample=False), dict(num_beams=3)):
+        out = model.generate(src, max_new_tokens=5, min_new_tokens=5, **kw)
+        assert out.shape == (2, 6) and int(out.max()) < V
+
+
+def test_source_ids_are_checked_against_the_source_vocabulary():
+    model = separate()
+    with pytest.raises(ValueError, match=r"token id 150, outside the vocabulary \[0, 150\).*config.source_vocab_size=150"):
+        model(torch.tensor([[5, 150, 3]]), decoder_input_ids=torch.tensor([[2]]))
+    with pytest.raises(ValueError, match=r"token id 120.*config.vocab_size=99"):
+        model(torch.tensor([[120, 3]]), decoder_input_ids=torch.tensor([[2, 120]]))
+    with pytest.raises(ValueError, match=r"token id 120.*config.vocab_size=99"):  # shared: the one vocabulary
+        seq2seq()(torch.tensor([[120, 3]]), decoder_input_ids=torch.tensor([[2]]))
+
+
+def test_tying_encoder_and_decoder_embeddings_across_vocabularies_fails_at_config_time():
+    message = (r"Invalid `share_encoder_decoder_embeddings`=True: expected False with separate source and target "
+               r"vocabularies \(source_vocab_size=150, vocab_size=99\)")
+    with pytest.raises(ValueError, match=message):
+        TransformerConfig.from_preset("tiny", source_vocab_size=SOURCE_V)
+    with pytest.raises(ValueError, match=r"`source_vocab_size`=0: expected a positive number"):
+        TransformerConfig.from_preset("tiny", source_vocab_size=0, share_encoder_decoder_embeddings=False)
+
+
+def test_resize_token_embeddings_resizes_the_target_side_and_the_source_side_only_when_shared():
+    model = separate()
+    model.resize_token_embeddings(110)
+    assert model.get_input_embeddings().num_embeddings == SOURCE_V
+    assert model.get_decoder_input_embeddings().num_embeddings == model.lm_head.out_features == 110
+    assert model.lm_head.weight is model.get_decoder_input_embeddings().weight
+    assert (model.config.vocab_size, model.config.source_vocab_size) == (110, SOURCE_V)
+    model.resize_source_token_embeddings(160)
+    assert model.get_input_embeddings().num_embeddings == model.config.source_vocab_size == 160
+    assert model(torch.tensor([[159, 3]]), decoder_input_ids=torch.tensor([[109]])).logits.shape == (1, 1, 110)
+    three_way = seq2seq()
+    three_way.resize_token_embeddings(110)
+    embed = three_way.get_input_embeddings()
+    assert embed.num_embeddings == 110 and three_way.get_decoder_input_embeddings() is embed
+    assert three_way.lm_head.weight is embed.weight and three_way.config.vocab_size == 110
+    with pytest.raises(ValueError, match="source_vocab_size=None"):
+        three_way.resize_source_token_embeddings(120)
+
+
+def test_separate_vocabularies_save_and_load(tmp_path):
+    model = separate()
+    model.save_pretrained(tmp_path)
+    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
+    assert loaded.config.source_vocab_size == SOURCE_V
+    src, tgt = random_ids(2, 5, SOURCE_V, low=V), random_ids(2, 3, V, seed=1)
+    assert torch.equal(model(src, decoder_input_ids=tgt).logits, loaded(src, decoder_input_ids=tgt).logits)
+
+
 def test_causal_lm_save_and_auto_load(tmp_path):
     model = causal_lm()
     model.save_pretrained(tmp_path)

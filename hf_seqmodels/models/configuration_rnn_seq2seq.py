@@ -15,6 +15,7 @@ from .config_utils import (
 )
 from .recurrent_stack import CELL_TYPES
 from .rnn_attention import ATTENTION_SCORES
+from .source_vocabulary import validate_source_vocabulary
 
 ATTENTION_WIRINGS = ("bahdanau", "luong")
 BRIDGES = ("dense", "copy", "zeros")
@@ -25,7 +26,12 @@ class RNNSeq2SeqConfig(PresetMixin, PreTrainedConfig):
     r"""Configuration of :class:`RNNSeq2SeqModel` and :class:`RNNSeq2SeqForConditionalGeneration`.
 
     Args:
-        vocab_size: size of the vocabulary shared by source and target.
+        vocab_size: size of the target vocabulary (decoder embeddings, output layer, ``generate()``), which
+            is also the source's unless ``source_vocab_size`` is given.
+        source_vocab_size: size of the source vocabulary (the encoder's embeddings) when the source has a
+            tokenizer of its own; ``None``: source and target share ``vocab_size``. ``resize_token_embeddings``
+            resizes the target side (and the source side only when shared); ``resize_source_token_embeddings``
+            the source side.
         encoder_cell_type, decoder_cell_type: ``"rnn_tanh"``, ``"rnn_relu"``, ``"lstm"`` or ``"gru"``.
         embedding_size: size of the source and target embeddings; ``None`` means ``hidden_size``.
         hidden_size: size of the decoder state ``s_t``.
@@ -54,6 +60,7 @@ class RNNSeq2SeqConfig(PresetMixin, PreTrainedConfig):
     """
 
     model_type = "hfsm_rnn_seq2seq"
+    ENCODER_DECODER_TYING_FIELDS = ()  # no option ties the encoder's embeddings to the decoder's
     attribute_map = {"num_hidden_layers": "decoder_layers"}
     _LUONG = dict(
         vocab_size=50000, embedding_size=1000, hidden_size=1000, encoder_layers=4, decoder_layers=4,
@@ -75,6 +82,7 @@ class RNNSeq2SeqConfig(PresetMixin, PreTrainedConfig):
     }
 
     vocab_size: int = 10000
+    source_vocab_size: int | None = None
     encoder_cell_type: str = "lstm"
     decoder_cell_type: str = "lstm"
     embedding_size: int | None = None
@@ -100,6 +108,7 @@ class RNNSeq2SeqConfig(PresetMixin, PreTrainedConfig):
     decoder_start_token_id: int | None = 2
 
     def __post_init__(self, **kwargs):
+        validate_source_vocabulary(self)  # a plain ValueError at construction, before the validators
         self.embedding_size = self.embedding_size or self.hidden_size
         self.encoder_hidden_size = self.encoder_hidden_size or self.hidden_size
         self.attention_hidden_size = self.attention_hidden_size or self.hidden_size
@@ -125,6 +134,9 @@ class RNNSeq2SeqConfig(PresetMixin, PreTrainedConfig):
             check_token_id(field, getattr(self, field), self.vocab_size)
         for eos in self.eos_token_id if isinstance(self.eos_token_id, list) else [self.eos_token_id]:
             check_token_id("eos_token_id", eos, self.vocab_size)
+
+    def validate_source_vocabulary(self):
+        validate_source_vocabulary(self)
 
     def validate_attention(self):
         if self.attention_score == "dot" and self.memory_size != self.hidden_size:

@@ -15,6 +15,7 @@ from .config_utils import (
     invalid,
 )
 from .positional_encoding import POSITION_EMBEDDING_TYPES
+from .source_vocabulary import validate_source_vocabulary
 
 
 @strict
@@ -97,12 +98,19 @@ class TransformerConfig(TransformerConfigBase):
         encoder_layers: number of encoder layers :math:`N`.
         encoder_attention_heads: heads of the encoder's self-attention.
         encoder_ffn_dim: inner size of the encoder's feed-forward networks.
-        share_encoder_decoder_embeddings: one embedding matrix for source and target tokens. With
-            ``tie_word_embeddings`` as well, it is also the output matrix: the paper's three-way tying.
+        source_vocab_size: size of the source vocabulary (the encoder's embeddings) when the source has a
+            tokenizer of its own; ``None``: source and target share ``vocab_size``, which is always the
+            target vocabulary (decoder embeddings, output layer, ``generate()``). Separate vocabularies need
+            ``share_encoder_decoder_embeddings=False``. ``resize_token_embeddings`` resizes the target side
+            (and the source side only when shared); ``resize_source_token_embeddings`` the source side.
+        share_encoder_decoder_embeddings: one embedding matrix for source and target tokens (one shared
+            vocabulary only). With ``tie_word_embeddings`` as well, it is also the output matrix: the paper's
+            three-way tying.
         decoder_start_token_id: the first decoder input (default: the BOS token).
     """
 
     model_type = "hfsm_transformer"
+    ENCODER_DECODER_TYING_FIELDS = ("share_encoder_decoder_embeddings",)
     attribute_map = {
         "hidden_size": "d_model",
         "num_attention_heads": "encoder_attention_heads",
@@ -120,11 +128,13 @@ class TransformerConfig(TransformerConfigBase):
     encoder_layers: int = 6
     encoder_attention_heads: int = 8
     encoder_ffn_dim: int = 2048
+    source_vocab_size: int | None = None
     share_encoder_decoder_embeddings: bool = True
     decoder_start_token_id: int | None = None
     is_encoder_decoder: bool = True
 
     def __post_init__(self, **kwargs):
+        validate_source_vocabulary(self)  # a plain ValueError at construction, before the validators
         if self.decoder_start_token_id is None:
             self.decoder_start_token_id = self.bos_token_id
         super().__post_init__(**kwargs)
@@ -132,6 +142,9 @@ class TransformerConfig(TransformerConfigBase):
     def validate_encoder(self):
         self.check_stack("encoder", self.encoder_layers, self.encoder_attention_heads, self.encoder_ffn_dim)
         check_token_id("decoder_start_token_id", self.decoder_start_token_id, self.vocab_size)
+
+    def validate_source_vocabulary(self):
+        validate_source_vocabulary(self)
 
 
 @strict

@@ -5,8 +5,10 @@ from __future__ import annotations
 import torch
 
 
-def check_input_ids(input_ids: torch.Tensor | None, vocab_size: int, name: str = "input_ids") -> None:
-    """Raise a ValueError naming ``name`` when ids are missing, not 2-D, or outside ``[0, vocab_size)``."""
+def check_input_ids(input_ids: torch.Tensor | None, vocab_size: int, name: str = "input_ids",
+                    field: str = "vocab_size") -> None:
+    """Raise a ValueError naming ``name`` when ids are missing, not 2-D, or outside ``[0, vocab_size)``;
+    ``field`` is the config field the size comes from."""
     if input_ids is None:
         raise ValueError(f"`{name}` is required: a LongTensor of shape (batch_size, sequence_length).")
     if input_ids.dim() != 2:
@@ -20,8 +22,18 @@ def check_input_ids(input_ids: torch.Tensor | None, vocab_size: int, name: str =
         bad = low if low < 0 else high
         raise ValueError(
             f"`{name}` contains token id {bad}, outside the vocabulary [0, {vocab_size}) of this model "
-            f"(config.vocab_size={vocab_size}). Was the text encoded with a different tokenizer?"
+            f"(config.{field}={vocab_size}). Was the text encoded with a different tokenizer?"
         )
+
+
+def check_source_ids(input_ids: torch.Tensor | None, config, name: str = "input_ids") -> None:
+    """:func:`check_input_ids` against an encoder-decoder's source vocabulary: ``config.source_vocab_size``
+    when the source has its own vocabulary, else the shared ``config.vocab_size``."""
+    source_vocab_size = getattr(config, "source_vocab_size", None)
+    if source_vocab_size is None:
+        check_input_ids(input_ids, config.vocab_size, name)
+    else:
+        check_input_ids(input_ids, source_vocab_size, name, field="source_vocab_size")
 
 
 def current_mask(attention_mask: torch.Tensor | None, input_ids: torch.Tensor) -> torch.Tensor | None:

@@ -25,10 +25,11 @@ from transformers.utils.generic import can_return_tuple
 
 from .attention_state import AttentionDecoderState, CoveragePenaltyLogitsProcessor
 from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
-from .input_checks import check_input_ids
+from .input_checks import check_input_ids, check_source_ids
 from .modeling_rnn import RNNPreTrainedModel
 from .recurrent_stack import RecurrentStack
 from .rnn_attention import attend, build_attention
+from .source_vocabulary import SourceVocabularyMixin
 from .stateful_generation import StatefulGenerationMixin
 from .teacher_forcing import shift_tokens_right, token_cross_entropy
 
@@ -59,22 +60,24 @@ class RNNSeq2SeqPreTrainedModel(RNNPreTrainedModel):
 
 
 class RNNSeq2SeqEncoder(nn.Module):
-    """Source embeddings, dropout and the (bidirectional, stacked) recurrent stack."""
+    """Source embeddings (``config.source_vocab_size`` rows, or ``vocab_size`` when the vocabulary is
+    shared), dropout and the (bidirectional, stacked) recurrent stack."""
 
     def __init__(self, config: RNNSeq2SeqConfig):
         super().__init__()
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.embedding_size)
+        self.config = config
+        source_vocab_size = config.source_vocab_size if config.source_vocab_size is not None else config.vocab_size
+        self.embed_tokens = nn.Embedding(source_vocab_size, config.embedding_size)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.rnn = RecurrentStack(
             config.encoder_cell_type, config.embedding_size, config.encoder_hidden_size,
             num_layers=config.encoder_layers, bidirectional=config.bidirectional_encoder,
             dropout=config.hidden_dropout_prob,
         )
-        self.vocab_size = config.vocab_size
 
     def forward(self, input_ids, attention_mask=None, output_hidden_states=None, **kwargs) -> RNNSeq2SeqEncoderOutput:
         """``input_ids`` ``(batch, src_len)``; ``attention_mask`` 0 marks padding (any side)."""
-        check_input_ids(input_ids, self.vocab_size)
+        check_source_ids(input_ids, self.config)
         mask = source_mask(attention_mask, input_ids.shape)
         embeddings = self.dropout(self.embed_tokens(input_ids))  # (B, S, E)
         memory, final = self.rnn(embeddings, mask=mask)  # (B, S, D*H_e)
@@ -190,8 +193,12 @@ class AttentionDecoder(nn.Module):
         return torch.tanh(self.combine(torch.cat([context, top], dim=-1))), weights
 
 
-class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
-    """Encoder, bridge and attention decoder; returns the decoder outputs ``o_t`` before the vocabulary layer."""
+class RNNSeq2SeqModel(SourceVocabularyMixin, RNNSeq2SeqPreTrainedModel):
+    """Encoder, bridge and attention decoder; returns the decoder outputs ``o_t`` before the vocabulary layer.
+
+    ``get_input_embeddings`` is the encoder's (source) matrix, ``get_decoder_input_embeddings`` the decoder's;
+    see :class:`SourceVocabularyMixin` for what ``resize_token_embeddings`` resizes.
+    """
 
     def __init__(self, config: RNNSeq2SeqConfig):
         super().__init__(config)
@@ -205,6 +212,12 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
 
     def set_input_embeddings(self, value):
         self.encoder.embed_tokens = value
+
+    def get_decoder_input_embeddings(self):
+        return self.decoder.embed_tokens
+
+    def set_decoder_input_embeddings(self, value):
+        self.decoder.embed_tokens = value
 
     def get_encoder(self, modality=None):
         return self.encoder
@@ -261,11 +274,13 @@ class RNNSeq2SeqModel(RNNSeq2SeqPreTrainedModel):
         )
 
 
-class RNNSeq2SeqForConditionalGeneration(RNNSeq2SeqPreTrainedModel, StatefulGenerationMixin):
+class RNNSeq2SeqForConditionalGeneration(SourceVocabularyMixin, RNNSeq2SeqPreTrainedModel, StatefulGenerationMixin):
     """Translation model ``p(y_t | y_<t, x) = softmax(W_o o_t + b_o)`` with greedy, sampling and beam search.
 
     With ``tie_word_embeddings`` ``W_o`` is the decoder's input embedding matrix; ``o_t`` is first
-    projected to ``embedding_size`` when the sizes differ.
+    projected to ``embedding_size`` when the sizes differ. The output layer covers the target vocabulary
+    (``vocab_size``); the encoder reads ``source_vocab_size`` ids when the source has its own vocabulary
+    (``resize_token_embeddings`` resizes the target side, ``resize_source_token_embeddings`` the source side).
     """
 
     _tied_weights_keys = {"lm_head.weight": "model.decoder.embed_tokens.weight"}
@@ -282,6 +297,12 @@ class RNNSeq2SeqForConditionalGeneration(RNNSeq2SeqPreTrainedModel, StatefulGene
 
     def get_encoder(self, modality=None):
         return self.model.encoder
+
+    def get_decoder_input_embeddings(self):
+        return self.model.get_decoder_input_embeddings()
+
+    def set_decoder_input_embeddings(self, value):
+        self.model.set_decoder_input_embeddings(value)
 
     def get_output_embeddings(self):
         return self.lm_head

@@ -30,9 +30,10 @@ from transformers.modeling_outputs import (
 from transformers.utils.generic import can_return_tuple
 
 from .configuration_transformer import TransformerConfig, TransformerConfigBase, TransformerLMConfig
-from .input_checks import check_input_ids, current_mask
+from .input_checks import check_input_ids, check_source_ids, current_mask
 from .multi_head_attention import attention_bias
 from .positional_encoding import build_positional_encoding, position_ids_from_mask
+from .source_vocabulary import SourceVocabularyMixin
 from .teacher_forcing import shift_tokens_right, token_cross_entropy
 from .transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
 
@@ -85,7 +86,7 @@ class TransformerEncoder(nn.Module):
     ) -> BaseModelOutput:
         """``input_ids`` ``(B, S)``, ``attention_mask`` ``(B, S)`` (0 = padding). Returns ``last_hidden_state``
         ``(B, S, d_model)``, ``hidden_states`` (``N + 1`` tensors) and ``attentions`` (``N`` × ``(B, H, S, S)``)."""
-        check_input_ids(input_ids, self.config.vocab_size)
+        check_source_ids(input_ids, self.config)
         mask = current_mask(attention_mask, input_ids)
         length = input_ids.shape[1]
         x = self.embeddings(input_ids, position_ids_from_mask(mask, 0, length, input_ids.device))  # (B, S, d)
@@ -206,13 +207,16 @@ class TransformerPreTrainedModel(PreTrainedModel):
             super()._init_weights(module)
 
 
-class TransformerModel(TransformerPreTrainedModel):
+class TransformerModel(SourceVocabularyMixin, TransformerPreTrainedModel):
     """Encoder and decoder, without the output layer. With ``share_encoder_decoder_embeddings`` both stacks
-    use one embedding matrix (``encoder.embeddings.embed_tokens``)."""
+    use one embedding matrix (``encoder.embeddings.embed_tokens``). With separate vocabularies the encoder's
+    matrix has ``source_vocab_size`` rows and the decoder's ``vocab_size`` (see :class:`SourceVocabularyMixin`
+    for what ``resize_token_embeddings`` resizes)."""
 
     def __init__(self, config: TransformerConfig):
         super().__init__(config)
-        source_embeddings = nn.Embedding(config.vocab_size, config.d_model)
+        source_vocab_size = config.source_vocab_size if config.source_vocab_size is not None else config.vocab_size
+        source_embeddings = nn.Embedding(source_vocab_size, config.d_model)
         shared = config.share_encoder_decoder_embeddings
         target_embeddings = source_embeddings if shared else nn.Embedding(config.vocab_size, config.d_model)
         self.encoder = TransformerEncoder(config, source_embeddings)
@@ -228,6 +232,14 @@ class TransformerModel(TransformerPreTrainedModel):
         self.encoder.embeddings.embed_tokens = value
         if self.config.share_encoder_decoder_embeddings:
             self.decoder.embeddings.embed_tokens = value
+
+    def get_decoder_input_embeddings(self):
+        return self.decoder.embeddings.embed_tokens
+
+    def set_decoder_input_embeddings(self, value):
+        self.decoder.embeddings.embed_tokens = value
+        if self.config.share_encoder_decoder_embeddings:
+            self.encoder.embeddings.embed_tokens = value
 
     @can_return_tuple
     def forward(
@@ -267,10 +279,13 @@ class TransformerModel(TransformerPreTrainedModel):
         )
 
 
-class TransformerForConditionalGeneration(TransformerPreTrainedModel, GenerationMixin):
+class TransformerForConditionalGeneration(SourceVocabularyMixin, TransformerPreTrainedModel, GenerationMixin):
     r"""The translation model: :math:`p(y_t \mid y_{<t}, x) = \mathrm{softmax}(h_t W_{out})`, :math:`h_t` the
     decoder output. ``tie_word_embeddings`` shares :math:`W_{out}` with the target embeddings; with
-    ``share_encoder_decoder_embeddings`` too, one matrix serves all three (the paper's setting)."""
+    ``share_encoder_decoder_embeddings`` too, one matrix serves all three (the paper's setting). The output
+    layer covers the target vocabulary (``vocab_size``); with separate vocabularies the encoder reads
+    ``source_vocab_size`` ids (``resize_token_embeddings`` resizes the target side,
+    ``resize_source_token_embeddings`` the source side)."""
 
     _tied_weights_keys = {"lm_head.weight": "model.decoder.embeddings.embed_tokens.weight"}
 
@@ -287,6 +302,12 @@ class TransformerForConditionalGeneration(TransformerPreTrainedModel, Generation
 
     def set_input_embeddings(self, value):
         self.model.set_input_embeddings(value)
+
+    def get_decoder_input_embeddings(self):
+        return self.model.get_decoder_input_embeddings()
+
+    def set_decoder_input_embeddings(self, value):
+        self.model.set_decoder_input_embeddings(value)
 
     def get_output_embeddings(self):
         return self.lm_head

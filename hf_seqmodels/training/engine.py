@@ -14,11 +14,28 @@ task subclass says only what differs:
 
 The tasks are causal language modelling with truncated BPTT (:mod:`.lm_trainer`) and
 sequence-to-sequence training with teacher forcing (:mod:`.seq2seq_trainer`).
+
+**Stop signals.** While :meth:`TrainingLoop.run` trains, SIGTERM and SIGINT (Ctrl-C) do not kill the
+run: the current update finishes, every process agrees on the stop (a flag max-reduced across
+processes before each update, so DDP ranks stop at the same step), a checkpoint is written and
+logged, and :class:`TrainingInterrupted` is raised. It is a ``SystemExit`` with status
+``128 + signal number`` — **143 for SIGTERM, 130 for SIGINT**, the shell's "terminated by this
+signal" — so a script exits with that status without a traceback, a scheduler sees a stopped (not a
+finished) job, ``train && push`` does not go on, and the final model is not written. Run the same
+command again with ``--resume_from_checkpoint latest`` to continue exactly. A second identical
+signal while stopping falls back to the previous handler (a second Ctrl-C raises
+``KeyboardInterrupt`` at once). The previous handlers are restored when ``run`` ends. Under
+``accelerate launch``/``torchrun`` the launcher forwards SIGTERM/SIGINT to its workers (and kills
+them 30 s later), so one signal to the launcher is enough; the launcher reports the workers' status
+as a failure with its own non-zero status.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import signal
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -38,6 +55,52 @@ from .schedules import SCHEDULES, build_scheduler
 logger = get_logger(__name__)
 
 OPTIMIZERS = ("sgd", "adamw")
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class TrainingInterrupted(SystemExit):
+    """Training stopped by a signal after writing a checkpoint; exits with status ``128 + signum``
+    (143 for SIGTERM, 130 for SIGINT) when not caught."""
+
+    def __init__(self, signum: int, step: int, checkpoint: Path | None):
+        super().__init__(128 + signum)
+        self.signum, self.step, self.checkpoint = signum, step, checkpoint
+
+    def __str__(self) -> str:
+        return (f"Training stopped by {signal.Signals(self.signum).name} after step {self.step}; checkpoint "
+                f"{self.checkpoint} (exit status {self.code})")
+
+
+class StopSignals:
+    """Records SIGTERM/SIGINT instead of dying, while active (see the module docstring).
+
+    ``received`` is the last signal number caught (0 if none). A second identical signal calls the
+    previous handler. Outside the main thread (where handlers cannot be installed) it does nothing.
+    """
+
+    def __init__(self, signals: tuple[int, ...] = STOP_SIGNALS):
+        self.signals, self.received, self.previous = signals, 0, {}
+
+    def _handle(self, signum, frame) -> None:
+        if self.received == signum:  # asked twice: give up on a clean stop
+            previous = self.previous.get(signum)
+            signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
+            signal.raise_signal(signum)
+            return
+        self.received = signum
+        logger.warning(f"Received {signal.Signals(signum).name}: stopping after the current update "
+                       "(send it again to stop at once).", main_process_only=False)
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.signals:
+                self.previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        self.previous = {}
 
 
 @dataclass
@@ -189,6 +252,8 @@ class TrainingLoop:
         self.tokens_seen = 0
         self.last_lr = args.learning_rate
         self.last_checkpoint_step = -1
+        self.last_checkpoint: Path | None = None
+        self.stop_signals = StopSignals()
         self.last_eval: dict[str, float] | None = None
         self.last_eval_step = -1
 
@@ -247,14 +312,16 @@ class TrainingLoop:
         logger.info(f"step {self.state.global_step} (epoch {self._epoch_progress()}): {shown}")
         return self.last_eval
 
-    def save_checkpoint(self) -> None:
+    def save_checkpoint(self) -> Path | None:
+        """Checkpoint the current step (once: a second call at the same step does nothing); returns its path."""
         if self.last_checkpoint_step == self.state.global_step:
-            return
+            return self.last_checkpoint
         path = save_checkpoint(self.args.output_dir, accelerator=self.accelerator, model=self.model,
                                optimizer=self.optimizer, scheduler=self.scheduler, trainer_state=self.state,
                                recurrent_state=self.carried, save_total_limit=self.args.save_total_limit)
-        self.last_checkpoint_step = self.state.global_step
+        self.last_checkpoint_step, self.last_checkpoint = self.state.global_step, path
         logger.info(f"Saved checkpoint {path}")
+        return path
 
     def write_curves(self) -> None:
         if self.accelerator.is_main_process:
@@ -275,7 +342,7 @@ class TrainingLoop:
         if self.state.windows_per_epoch != len(self.batches):
             raise ValueError(f"Checkpoint {str(path)!r} was trained with {self.state.windows_per_epoch} batches per "
                              f"epoch, this run has {len(self.batches)}: resume with the same data and batch sizes.")
-        self.last_checkpoint_step = self.state.global_step
+        self.last_checkpoint_step, self.last_checkpoint = self.state.global_step, path
         logger.info(f"Resumed from {path}: step {self.state.global_step}, epoch {self.state.epoch}, "
                     f"batch {self.state.window}/{len(self.batches)}")
 
@@ -287,6 +354,20 @@ class TrainingLoop:
         flag = torch.tensor(late, device=self.accelerator.device)
         return self.accelerator.reduce(flag, reduction="sum").item() > 0
 
+    def stop_signal(self) -> int:
+        """The stop signal one of the processes received (the largest number), 0 if none; the same on all."""
+        flag = torch.tensor(self.stop_signals.received, device=self.accelerator.device)
+        return int(self.accelerator.reduce(flag, reduction="max").item())
+
+    def interrupt(self, signum: int) -> None:
+        """Checkpoint the current step, write the history so far, and raise :class:`TrainingInterrupted`."""
+        path = self.save_checkpoint()
+        if self.accelerator.is_main_process:
+            write_history(self.state.history, self.args.output_dir)
+        logger.warning(f"Stopped by {signal.Signals(signum).name} after step {self.state.global_step}: "
+                       f"checkpoint {path}. Continue with --resume_from_checkpoint latest (exit status {128 + signum}).")
+        raise TrainingInterrupted(signum, self.state.global_step, path)
+
     def done(self) -> bool:
         return self.state.global_step >= self.total_steps
 
@@ -295,6 +376,8 @@ class TrainingLoop:
         """Train from the current position to the end of the epoch; returns True if the run must stop early."""
         self.model.train()
         for index in range(self.state.window, len(self.batches)):
+            if self.stop_signal():
+                return True
             loss = self.train_step(self.batches.batch(index, self.state.epoch))
             self.state.global_step += 1
             self.state.window = index + 1
@@ -318,20 +401,26 @@ class TrainingLoop:
         self.save_checkpoint()
 
     def run(self) -> dict[str, Any]:
+        """Train to the end (or the time cap) and checkpoint; a stop signal raises :class:`TrainingInterrupted`."""
         self.maybe_resume()
-        started = time.monotonic()
-        progress = tqdm(total=self.total_steps, initial=self.state.global_step, desc="Training",
-                        disable=self.args.disable_tqdm or not self.accelerator.is_local_main_process)
-        while self.state.epoch < self.args.num_train_epochs and not self.done():
-            if self.train_epoch(progress, started):
-                break
-            self.end_epoch()
-        progress.close()
-        train_seconds = time.monotonic() - started
-        if self.last_eval_step != self.state.global_step:
-            self.evaluate()
-        self.save_checkpoint()
-        self.write_curves()
+        with self.stop_signals:
+            started = time.monotonic()
+            progress = tqdm(total=self.total_steps, initial=self.state.global_step, desc="Training",
+                            disable=self.args.disable_tqdm or not self.accelerator.is_local_main_process)
+            with contextlib.closing(progress):
+                while self.state.epoch < self.args.num_train_epochs and not self.done():
+                    if self.train_epoch(progress, started):
+                        break
+                    self.end_epoch()
+            train_seconds = time.monotonic() - started
+            if signum := self.stop_signal():
+                self.interrupt(signum)
+            if self.last_eval_step != self.state.global_step:
+                self.evaluate()
+            self.save_checkpoint()
+            self.write_curves()
+            if signum := self.stop_signal():  # arrived during the final evaluation: the checkpoint is written
+                self.interrupt(signum)
         return self.results(train_seconds)
 
     def results(self, train_seconds: float) -> dict[str, Any]:
@@ -378,7 +467,10 @@ class TrainingLoop:
 
 __all__ = [
     "OPTIMIZERS",
+    "STOP_SIGNALS",
     "EngineArguments",
+    "StopSignals",
+    "TrainingInterrupted",
     "TrainingLoop",
     "build_optimizer",
     "configure_generation",

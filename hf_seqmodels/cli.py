@@ -1,5 +1,5 @@
-"""The ``hf-seqmodels`` command: ``demo``, ``train-lm``, ``train-seq2seq``, ``pretrain-bert``, ``finetune`` and
-``train-tokenizer``."""
+"""The ``hf-seqmodels`` command: ``demo``, ``train-lm``, ``train-seq2seq``, ``pretrain-bert``, ``finetune``,
+``train-tokenizer`` and ``push``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 COMMANDS = {"train-lm": ".training.lm_cli", "train-seq2seq": ".training.seq2seq_cli",
             "pretrain-bert": ".training.bert_cli", "finetune": ".training.finetune",
@@ -45,11 +46,53 @@ def _demo_parser(subparsers) -> None:
     p.add_argument("--seed", type=int, default=defaults.seed)
 
 
+def _push_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "push", help="publish a trained output folder as a Hub model repository (allow-listed files only)",
+        description="Validate a trained output folder (config.json with auto_map, model.safetensors, a model card "
+        "whose YAML header parses, no pickle files) and upload its config, weights, generation config, tokenizer, "
+        "model code, README.md and the card's images to a Hub model repository, created if needed. Checkpoints, "
+        "optimizer states and training logs stay local. The token comes from --token, HF_TOKEN or "
+        "`hf auth login`; prefer the last two (a command-line token is visible to other users of the machine).",
+    )
+    p.add_argument("folder", help="the output folder of a training run or of hf_seqmodels.hub.save_for_hub")
+    p.add_argument("repo_id", help="the repository, e.g. user/char-lstm")
+    p.add_argument("--private", action="store_true", help="create the repository as private")
+    p.add_argument("--token", default=None, help="a Hub token (default: HF_TOKEN or the stored login)")
+    p.add_argument("--dry-run", "--dry_run", dest="dry_run", action="store_true",
+                   help="no network: write the folder that would be uploaded and list its files")
+    p.add_argument("--dry_run_dir", "--dry-run-dir", dest="dry_run_dir", default=None,
+                   help="where --dry-run writes the folder (an empty or new folder; default: a temporary folder)")
+    p.add_argument("--commit_message", default="Upload with hf_seqmodels")
+
+
+def _push(args: argparse.Namespace) -> int:
+    from .hub import PushError, format_file_list, push_folder_to_hub
+
+    try:
+        if args.dry_run:
+            target = push_folder_to_hub(args.folder, args.repo_id, args.private, dry_run=True,
+                                        dry_run_dir=args.dry_run_dir)
+            files = sorted((p.relative_to(target).as_posix(), p.stat().st_size)
+                           for p in Path(target).rglob("*") if p.is_file())
+            print(f"Dry run, nothing uploaded. {args.repo_id} would receive ({target}):")
+            print(format_file_list(files))
+            return 0
+        url = push_folder_to_hub(args.folder, args.repo_id, args.private, args.token,
+                                 commit_message=args.commit_message)
+    except PushError as error:
+        print(f"hf-seqmodels push: error: {error}", file=sys.stderr)
+        return 1
+    print(f"Pushed {args.folder} to {url}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="hf-seqmodels", description=__doc__)
     subparsers = parser.add_subparsers(dest="command", required=True)
     _demo_parser(subparsers)
+    _push_parser(subparsers)
     subparsers.add_parser("train-lm", help="train a causal LM (same options as training/train_lm.py)",
                           add_help=False)
     subparsers.add_parser("train-seq2seq", help="train a translation model (same options as "
@@ -66,6 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "push":
+        return _push(args)
     from .demo import DemoOptions, run_demo
 
     options = DemoOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(DemoOptions)})

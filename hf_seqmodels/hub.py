@@ -159,6 +159,8 @@ The recurrent state is the generation cache: `generate()` feeds one token per st
 reorders the state. Pass `return_dict_in_generate=True` to get the state back as `past_key_values`
 and continue from it later."""
 
+SOURCE_TOKENIZER_FOLDER = "source_tokenizer"  # the source-side tokenizer of a model with separate vocabularies
+
 SEQ2SEQ_USAGE = """```python
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
@@ -169,6 +171,25 @@ ids = tokenizer(["A man is riding a bike."], add_special_tokens=False)["input_id
 inputs = tokenizer.pad({{"input_ids": [i + [tokenizer.eos_token_id] for i in ids]}}, return_tensors="pt")
 beams = model.generate(**inputs, num_beams=5, max_new_tokens=64)
 print(tokenizer.batch_decode(beams, skip_special_tokens=True))
+```
+
+`output_attentions=True` returns the attention weights (`cross_attentions`), the alignment between
+output and source tokens shown in the heatmap below."""
+
+SEQ2SEQ_SEPARATE_VOCABULARIES_USAGE = """Source and target have separate vocabularies: the tokenizer in `source_tokenizer/` encodes the
+source (`config.source_vocab_size` tokens), the one at the top decodes the translations (`config.vocab_size`).
+
+```python
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+model = AutoModelForSeq2SeqLM.from_pretrained("{repo_id}", trust_remote_code=True)
+source_tokenizer = AutoTokenizer.from_pretrained("{repo_id}", subfolder="source_tokenizer")
+target_tokenizer = AutoTokenizer.from_pretrained("{repo_id}", trust_remote_code=True)
+# sources are encoded as in training: no special tokens, then the source tokenizer's eos token
+ids = source_tokenizer(["A man is riding a bike."], add_special_tokens=False)["input_ids"]
+inputs = source_tokenizer.pad({{"input_ids": [i + [source_tokenizer.eos_token_id] for i in ids]}}, return_tensors="pt")
+beams = model.generate(**inputs, num_beams=5, max_new_tokens=64)
+print(target_tokenizer.batch_decode(beams, skip_special_tokens=True))
 ```
 
 `output_attentions=True` returns the attention weights (`cross_attentions`), the alignment between
@@ -209,7 +230,8 @@ def _usage(model) -> tuple[str, str]:
     """The card's usage snippet and Hub task: translation, text generation, or an encoder's forward pass
     (tagged with the task of its head)."""
     if model.config.is_encoder_decoder:
-        return SEQ2SEQ_USAGE, "translation"
+        separate = getattr(model.config, "source_vocab_size", None) is not None
+        return (SEQ2SEQ_SEPARATE_VOCABULARIES_USAGE if separate else SEQ2SEQ_USAGE), "translation"
     if model.can_generate():
         return CAUSAL_LM_USAGE, "text-generation"
     name = type(model).__name__

@@ -6,6 +6,8 @@
 
     translate = pipeline("hfsm-translation", model=folder, trust_remote_code=True)
     translate("a source sentence", num_beams=5, max_new_tokens=50)  # [{"translation_text": "..."}]
+    # separate source/target vocabularies: the source tokenizer comes from folder/source_tokenizer/,
+    # or pass it: pipeline("hfsm-translation", model=folder, source_tokenizer=source_folder)
 
     qa = pipeline("hfsm-question-answering", model=folder, trust_remote_code=True)
     qa(question="Who wrote it?", context="It was written by Ada.")  # {"answer": "Ada", "score": ..., "start": 18, "end": 21}
@@ -13,10 +15,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
-from transformers import AutoModelForQuestionAnswering, AutoModelForSeq2SeqLM, Pipeline
+from transformers import AutoModelForQuestionAnswering, AutoModelForSeq2SeqLM, AutoTokenizer, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
+from .hub import SOURCE_TOKENIZER_FOLDER
 from .qa_spans import best_spans
 
 TRANSLATION_TASK = "hfsm-translation"
@@ -24,13 +29,58 @@ QUESTION_ANSWERING_TASK = "hfsm-question-answering"
 
 
 class TranslationPipeline(Pipeline):
-    """Source text in, ``{"translation_text": ...}`` out; keyword arguments go to ``model.generate``."""
+    """Source text in, ``{"translation_text": ...}`` out; keyword arguments go to ``model.generate``.
+
+    ``tokenizer`` is the target side's: it decodes the output. A model with separate source and target
+    vocabularies (``config.source_vocab_size`` set) encodes its input with ``source_tokenizer``: a tokenizer
+    or a folder/Hub name, by default the ``source_tokenizer/`` subfolder of the folder the model was loaded
+    from. With one shared vocabulary ``tokenizer`` encodes the source too.
+    """
 
     _pipeline_calls_generate = True
     _load_processor = False
     _load_image_processor = False
     _load_feature_extractor = False
     _load_tokenizer = True
+
+    def __init__(self, *args, source_tokenizer=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.source_tokenizer = self._resolve_source_tokenizer(source_tokenizer)
+
+    def _resolve_source_tokenizer(self, source_tokenizer):
+        """The tokenizer of the source side: ``source_tokenizer``, the saved one, or the shared ``tokenizer``."""
+        config = self.model.config
+        source_vocab_size = getattr(config, "source_vocab_size", None)
+        if source_vocab_size is None:
+            if source_tokenizer is not None:
+                raise ValueError(f"{TRANSLATION_TASK}: this model shares one vocabulary between source and target "
+                                 "(config.source_vocab_size=None), so it takes no `source_tokenizer`; its tokenizer "
+                                 "encodes the source.")
+            return self.tokenizer
+        if source_tokenizer is None:
+            source_tokenizer = self._saved_source_tokenizer()
+        if isinstance(source_tokenizer, (str, Path)):
+            source_tokenizer = AutoTokenizer.from_pretrained(source_tokenizer)
+        if source_tokenizer is None:
+            raise ValueError(
+                f"{TRANSLATION_TASK}: this model has separate source and target vocabularies (config.source_vocab_size="
+                f"{source_vocab_size}, vocab_size={config.vocab_size}) and no source tokenizer was found in "
+                f"{config.name_or_path!r}/{SOURCE_TOKENIZER_FOLDER}: pass `source_tokenizer=` (a tokenizer or its "
+                "folder) to pipeline().")
+        return source_tokenizer
+
+    def _saved_source_tokenizer(self):
+        """The tokenizer in the ``source_tokenizer/`` subfolder of the model's folder or Hub repository, or None."""
+        name = self.model.config.name_or_path
+        if not name:
+            return None
+        if Path(name).is_dir():
+            folder = Path(name) / SOURCE_TOKENIZER_FOLDER
+            return AutoTokenizer.from_pretrained(folder) if folder.is_dir() else None
+        try:
+            return AutoTokenizer.from_pretrained(name, subfolder=SOURCE_TOKENIZER_FOLDER)
+        except OSError:
+            return None
 
     def _sanitize_parameters(self, clean_up_tokenization_spaces=None, **generate_kwargs):
         postprocess = {}
@@ -41,7 +91,7 @@ class TranslationPipeline(Pipeline):
     def preprocess(self, text: str):
         if not isinstance(text, str):
             raise ValueError(f"{TRANSLATION_TASK} translates strings, got {type(text).__name__}.")
-        return self.tokenizer(text, return_tensors="pt")
+        return self.source_tokenizer(text, return_tensors="pt")
 
     def _forward(self, model_inputs, **generate_kwargs):
         model_inputs.pop("token_type_ids", None)

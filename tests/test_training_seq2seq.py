@@ -8,18 +8,22 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import math
 import random
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import AutoModelForSeq2SeqLM, MarianConfig, MarianMTModel
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianConfig, MarianMTModel, pipeline
 
 from hf_seqmodels.metrics import metric_path
 from hf_seqmodels.tokenization import train_tokenizer
-from hf_seqmodels.training.seq2seq_cli import MODEL_FAMILIES
+from hf_seqmodels.training.seq2seq_cli import MODEL_FAMILIES, attention_map
 from hf_seqmodels.training.seq2seq_cli import main as seq2seq_main
 from hf_seqmodels.training.seq2seq_data import (
     EncodedPairs,
@@ -252,17 +256,107 @@ def test_cli_reports_a_model_without_attention_without_a_heatmap(tmp_path):
     assert "| validation_bleu |" in card and not (tmp_path / "run" / "attention.png").exists()
 
 
-def run_cli(family: str, tmp_path, extra: list[str]) -> None:
+def run_cli(family: str, tmp_path, extra: list[str], corpus=reversal_corpus, max_steps: int = 3) -> dict:
     for split, n, seed in (("train", 48, 1), ("valid", 6, 2)):
-        corpus = reversal_corpus(n, seed)
-        rows = ["src\ttgt"] + [f"{s}\t{t}" for s, t in zip(corpus.sources, corpus.targets, strict=True)]
+        pairs = corpus(n, seed)
+        rows = ["src\ttgt"] + [f"{s}\t{t}" for s, t in zip(pairs.sources, pairs.targets, strict=True)]
         (tmp_path / f"{split}.tsv").write_text("\n".join(rows) + "\n")
     out = tmp_path / "run"
     results = seq2seq_main([
         "--train_file", str(tmp_path / "train.tsv"), "--validation_file", str(tmp_path / "valid.tsv"),
         "--source_field", "src", "--target_field", "tgt", "--tokenizer_kind", "word", "--vocab_size", "40",
         "--min_frequency", "1", "--model_family", family, "--preset", "tiny", "--output_dir", str(out),
-        "--max_steps", "3", "--per_device_train_batch_size", "16", "--optimizer", "adamw",
+        "--max_steps", str(max_steps), "--per_device_train_batch_size", "16", "--optimizer", "adamw",
         "--learning_rate", "1e-2", "--eval_num_beams", "2", "--eval_max_new_tokens", "8", "--disable_tqdm", *extra,
     ])
-    assert results["steps"] == 3 and 0.0 <= results["validation_bleu"] <= 100.0
+    assert results["steps"] == max_steps and 0.0 <= results["validation_bleu"] <= 100.0
+    return results
+
+
+# --------------------------------------------------------------------------- separate vocabularies
+
+SOURCE_WORDS = "alpha beta gamma delta eps zeta eta theta iota kappa lambda mu".split()
+TARGET_WORDS = "eins zwei drei vier".split()  # 12 source words -> 4 target words: a larger source vocabulary
+
+
+def two_vocabulary_corpus(n: int, seed: int) -> ParallelCorpus:
+    """Source: 2-5 Greek letters; target: the letters reversed, each mapped to one of four German numbers."""
+    rng = random.Random(seed)
+    sources = [rng.choices(SOURCE_WORDS, k=rng.randint(2, 5)) for _ in range(n)]
+    to_target = lambda word: TARGET_WORDS[SOURCE_WORDS.index(word) % len(TARGET_WORDS)]  # noqa: E731
+    return ParallelCorpus([" ".join(s) for s in sources], [" ".join(map(to_target, reversed(s))) for s in sources])
+
+
+def run_separate(family: str, tmp_path, extra: list[str] = (), max_steps: int = 2) -> dict:
+    return run_cli(family, tmp_path, ["--separate_vocabularies", "--source_vocab_size", "30", *extra],
+                   corpus=two_vocabulary_corpus, max_steps=max_steps)
+
+
+@pytest.mark.parametrize("family", sorted(MODEL_FAMILIES))
+def test_cli_with_separate_vocabularies_saves_both_tokenizers_resumes_and_translates(family, tmp_path, caplog):
+    run_separate(family, tmp_path)
+    out = tmp_path / "run"
+    source_tokenizer = AutoTokenizer.from_pretrained(out, subfolder="source_tokenizer")
+    tokenizer = AutoTokenizer.from_pretrained(out, trust_remote_code=True)
+    assert set(SOURCE_WORDS) <= set(source_tokenizer.get_vocab()) and not set(SOURCE_WORDS) & set(tokenizer.get_vocab())
+    assert set(TARGET_WORDS) <= set(tokenizer.get_vocab()) and len(source_tokenizer) > len(tokenizer)
+    model = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+    assert (model.config.source_vocab_size, model.config.vocab_size) == (len(source_tokenizer), len(tokenizer))
+    assert model.get_input_embeddings().num_embeddings == len(source_tokenizer)
+    assert model.get_output_embeddings().out_features == len(tokenizer)
+    card = (out / "README.md").read_text()
+    assert 'subfolder="source_tokenizer"' in card and "separate vocabularies" in card
+
+    # resuming reuses both saved tokenizers (nothing is trained again) and continues from the checkpoint
+    with caplog.at_level(logging.INFO):
+        resumed = run_separate(family, tmp_path, ["--resume_from_checkpoint", "latest"], max_steps=3)
+    assert resumed["steps"] == 3 and not [r for r in caplog.records if "Trained a" in r.getMessage()]
+    assert AutoTokenizer.from_pretrained(out, subfolder="source_tokenizer").get_vocab() == source_tokenizer.get_vocab()
+    model = AutoModelForSeq2SeqLM.from_pretrained(out).eval()  # the resumed run's
+
+    # each side is read with its own tokenizer: TSV hypotheses in target words, heatmap labels in source words
+    rows = [line.split("\t") for line in (out / "validation_translations.tsv").read_text().splitlines()[1:]]
+    assert all(set(hypothesis.split()) <= set(TARGET_WORDS) for _, hypothesis, _ in rows)
+    source_ids = source_tokenizer("kappa mu alpha", add_special_tokens=False)["input_ids"] + [3]
+    assert max(source_ids) >= len(tokenizer)  # ids only the source vocabulary has
+    alignment = attention_map(model, tokenizer, source_ids, num_beams=2, source_tokenizer=source_tokenizer)
+    assert alignment is not None and alignment[1][:3] == ["kappa", "mu", "alpha"]
+    assert set(alignment[2]) <= set(TARGET_WORDS) | {"<eos>", ""}
+
+    # the pipeline finds source_tokenizer/ and encodes with it; without it, it says what is missing
+    translate = pipeline("hfsm-translation", model=str(out))
+    text = "kappa mu alpha"
+    encoded = source_tokenizer(text, return_tensors="pt")
+    expected = model.generate(**encoded, max_new_tokens=4, min_new_tokens=4)
+    translation = translate(text, max_new_tokens=4, min_new_tokens=4)[0]["translation_text"]
+    assert translation == tokenizer.decode(expected[0], skip_special_tokens=True)
+    assert set(translation.split()) <= set(TARGET_WORDS)
+    bare = tmp_path / "bare"
+    shutil.copytree(out, bare, ignore=shutil.ignore_patterns("source_tokenizer", "checkpoint-*"))
+    with pytest.raises(ValueError, match=r"separate source and target vocabularies .*pass `source_tokenizer=`"):
+        pipeline("hfsm-translation", model=str(bare))
+    explicit = pipeline("hfsm-translation", model=str(bare), source_tokenizer=str(out / "source_tokenizer"))
+    assert explicit(text, max_new_tokens=4, min_new_tokens=4)[0]["translation_text"] == translation
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(MODEL_FAMILIES))
+def test_separate_vocabulary_folder_runs_its_card_snippet_without_the_package(family, tmp_path):
+    """The saved folder loads with trust_remote_code in a Python without hf_seqmodels, as its model card shows."""
+    run_separate(family, tmp_path)
+    out = tmp_path / "run"
+    snippet = (out / "README.md").read_text().split("```python\n")[1].split("```")[0]
+    snippet = snippet.replace("<user>/<model-name>", str(out)).replace('"A man is riding a bike."', '"kappa mu alpha"')
+    script = "import sys; sys.modules['hf_seqmodels'] = None\n" + snippet + "print(type(model).__module__)\n"
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    printed, module = result.stdout.strip().splitlines()[-2:]
+    assert module.startswith("transformers_modules")
+    assert all(set(t.split()) <= set(TARGET_WORDS) for t in json.loads(printed.replace("'", '"')))
+
+
+def test_cli_refuses_tying_across_vocabularies_and_a_source_size_without_separate_vocabularies(tmp_path):
+    with pytest.raises(ValueError, match=r"`share_encoder_decoder_embeddings`=True: expected False with separate"):
+        run_separate("transformer", tmp_path, ["--config_overrides", "share_encoder_decoder_embeddings=true"])
+    with pytest.raises(ValueError, match=r"`--source_vocab_size`=30: .*add --separate_vocabularies"):
+        run_cli("rnn_seq2seq", tmp_path, ["--source_vocab_size", "30"])

@@ -13,9 +13,12 @@ from typing import Any
 from accelerate import Accelerator
 from accelerate.logging import get_logger
 
+from ..hub import SOURCE_TOKENIZER_FOLDER
+
 logger = get_logger(__name__)
 
-TOKENIZER_FIELDS = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+TOKENIZER_FIELDS = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
+                    "source_vocab_size")
 
 ENGINE_HELP = {
     "output_dir": "folder for checkpoints, the final model, tokenizer, history and plot",
@@ -140,11 +143,13 @@ def configure_logging() -> None:
 
 
 def _train_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerator: Accelerator,
-                     add_bert_special_tokens: bool = False):
-    """Train a tokenizer on the training text (main process), save it in output_dir, load it everywhere."""
+                     add_bert_special_tokens: bool = False, subfolder: str | None = None,
+                     vocab_size: int | None = None):
+    """Train a tokenizer on the training text (main process), save it in output_dir (or its ``subfolder``),
+    load it everywhere. ``vocab_size`` replaces --vocab_size."""
     from transformers import AutoTokenizer
 
-    output_dir = Path(args.output_dir)
+    output_dir = Path(args.output_dir) / subfolder if subfolder else Path(args.output_dir)
     reuse = args.resume_from_checkpoint is not None and (output_dir / "tokenizer.json").is_file()
     if not reuse and accelerator.is_main_process:
         from ..tokenization import train_tokenizer
@@ -154,10 +159,13 @@ def _train_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerat
             text_file = Path(tmp) / "train.txt"
             text_file.write_text("".join(train_texts), encoding="utf-8")
             sizes = {k: getattr(args, k) for k in ("vocab_size", "min_frequency") if getattr(args, k) is not None}
+            if vocab_size is not None:
+                sizes["vocab_size"] = vocab_size
             tokenizer = train_tokenizer([str(text_file)], kind=args.tokenizer_kind,
                                         add_bert_special_tokens=add_bert_special_tokens, **sizes)
         tokenizer.save_pretrained(output_dir)
-        logger.info(f"Trained a {args.tokenizer_kind} tokenizer of {len(tokenizer)} tokens on the training text.")
+        where = f" (saved in {subfolder}/)" if subfolder else ""
+        logger.info(f"Trained a {args.tokenizer_kind} tokenizer of {len(tokenizer)} tokens on the training text{where}.")
     accelerator.wait_for_everyone()
     return AutoTokenizer.from_pretrained(output_dir)
 
@@ -184,6 +192,51 @@ def add_tokenizer_arguments(parser: argparse.ArgumentParser, default_kind: str) 
                      help="minimum count of a token of a trained tokenizer (None: train_tokenizer's)")
 
 
+def add_source_tokenizer_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of encoder-decoders whose source side has a tokenizer (and vocabulary) of its own."""
+    tok = parser.add_argument_group("source tokenizer (separate source and target vocabularies)")
+    tok.add_argument("--separate_vocabularies", action="store_true",
+                     help="one tokenizer for the source side and one for the target side (trained on their own "
+                          "side, or loaded) instead of one shared tokenizer; the source tokenizer is saved in "
+                          f"output_dir/{SOURCE_TOKENIZER_FOLDER}/")
+    tok.add_argument("--source_tokenizer_name_or_path",
+                     help="an existing source-side tokenizer folder (implies --separate_vocabularies); "
+                          "--tokenizer_name_or_path then names the target side's")
+    tok.add_argument("--source_vocab_size", type=int,
+                     help="vocabulary size of a trained source tokenizer (None: --vocab_size)")
+
+
+def uses_separate_vocabularies(args: argparse.Namespace) -> bool:
+    """Whether the flags ask for a source tokenizer of its own: --separate_vocabularies,
+    --source_tokenizer_name_or_path, or a --model_name_or_path folder with a source tokenizer."""
+    model_folder = Path(args.model_name_or_path) if args.model_name_or_path else None
+    from_model = model_folder is not None and (model_folder / SOURCE_TOKENIZER_FOLDER).is_dir()
+    separate = bool(args.separate_vocabularies or args.source_tokenizer_name_or_path or from_model)
+    if args.source_vocab_size is not None and not separate:
+        raise ValueError(f"Invalid `--source_vocab_size`={args.source_vocab_size}: it sizes a separate source "
+                         "tokenizer; add --separate_vocabularies, or leave it out for one shared vocabulary.")
+    return separate
+
+
+def load_source_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerator: Accelerator):
+    """The source-side tokenizer of --source_tokenizer_name_or_path, of --model_name_or_path's
+    ``source_tokenizer/`` subfolder, or one trained on ``train_texts`` (the source side) with
+    --source_vocab_size tokens (default --vocab_size) and saved in ``output_dir/source_tokenizer/``
+    (reused when resuming)."""
+    from transformers import AutoTokenizer
+
+    if args.source_tokenizer_name_or_path:
+        return AutoTokenizer.from_pretrained(args.source_tokenizer_name_or_path)
+    if args.model_name_or_path:
+        folder = Path(args.model_name_or_path) / SOURCE_TOKENIZER_FOLDER
+        if not folder.is_dir():
+            raise ValueError(f"--model_name_or_path {args.model_name_or_path!r} has no {SOURCE_TOKENIZER_FOLDER}/ "
+                             "folder: give the source tokenizer with --source_tokenizer_name_or_path.")
+        return AutoTokenizer.from_pretrained(folder)
+    vocab_size = args.source_vocab_size if args.source_vocab_size is not None else args.vocab_size
+    return _train_tokenizer(args, train_texts, accelerator, subfolder=SOURCE_TOKENIZER_FOLDER, vocab_size=vocab_size)
+
+
 def tokenizer_config_fields(tokenizer) -> dict[str, Any]:
     """``vocab_size`` and the pad/bos/eos ids a model config takes from its tokenizer."""
     return {"vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id,
@@ -194,14 +247,17 @@ __all__ = [
     "ENGINE_HELP",
     "TOKENIZER_FIELDS",
     "add_engine_arguments",
+    "add_source_tokenizer_arguments",
     "add_tokenizer_arguments",
     "add_model_arguments",
     "build_model",
     "check_model_arguments",
     "configure_logging",
     "engine_arguments",
+    "load_source_tokenizer",
     "load_tokenizer",
     "parse_config_overrides",
     "parse_typed",
     "tokenizer_config_fields",
+    "uses_separate_vocabularies",
 ]

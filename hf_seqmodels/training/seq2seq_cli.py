@@ -10,7 +10,11 @@ Examples (the same command runs on one process, under ``accelerate launch`` or `
     python training/train_seq2seq.py --train_file train.tsv --source_field en --target_field de ...
 
 A shared source/target tokenizer is trained on both sides of the training corpus unless
-``--tokenizer_name_or_path`` names one. At the end the model translates ``--test_*`` (or the
+``--tokenizer_name_or_path`` names one. With ``--separate_vocabularies`` the source and the target
+each get a tokenizer of their own (trained on their side, or loaded with
+``--source_tokenizer_name_or_path`` / ``--tokenizer_name_or_path``); the model's encoder then has
+``source_vocab_size`` embeddings, and the source tokenizer is saved in ``output_dir/source_tokenizer/``
+next to the target tokenizer at the top (which decodes ``generate()``'s output). At the end the model translates ``--test_*`` (or the
 validation set) with beam search, reports sacreBLEU, writes the translations and an attention heatmap
 of the first sentence, and saves a Hub-ready folder.
 """
@@ -18,6 +22,7 @@ of the first sentence, and saves a Hub-ready folder.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +35,16 @@ from ..registry import FAMILIES
 from .cli_common import (
     add_engine_arguments,
     add_model_arguments,
+    add_source_tokenizer_arguments,
     add_tokenizer_arguments,
     build_model,
     check_model_arguments,
     configure_logging,
     engine_arguments,
+    load_source_tokenizer,
     load_tokenizer,
+    tokenizer_config_fields,
+    uses_separate_vocabularies,
 )
 from .engine import engine_card_arguments, make_accelerator, write_run_model_card
 from .plotting import plot_attention
@@ -62,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "translation.", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_model_arguments(parser, MODEL_FAMILIES, "rnn_seq2seq", "tiny, rnnsearch, luong-general, transformer-base")
     add_tokenizer_arguments(parser, default_kind="bpe")
+    add_source_tokenizer_arguments(parser)
     data = parser.add_argument_group("data")
     for split in SPLITS:
         data.add_argument(f"--{split}_file", help=f"{split} pairs: a .tsv or .jsonl file (optionally .gz)")
@@ -99,11 +109,12 @@ def write_translations(output_dir: str, name: str, sources: list[str], hypothese
 
 
 @torch.no_grad()
-def attention_map(model, tokenizer, source_ids: list[int],
-                  num_beams: int = 5) -> tuple[torch.Tensor, list[str], list[str]] | None:
+def attention_map(model, tokenizer, source_ids: list[int], num_beams: int = 5,
+                  source_tokenizer=None) -> tuple[torch.Tensor, list[str], list[str]] | None:
     """Cross-attention ``(target_len, source_len)`` of the model's own beam-search translation of one
-    sentence (last layer, heads averaged), with the source and output tokens as text; None for a model
-    without attention (the plain encoder-decoder)."""
+    sentence (last layer, heads averaged), with the source tokens (``source_tokenizer``, or ``tokenizer``
+    when shared) and output tokens (``tokenizer``) as text; None for a model without attention (the plain
+    encoder-decoder)."""
     model.eval()
     device = next(model.parameters()).device
     source = torch.tensor([source_ids], device=device)
@@ -114,8 +125,8 @@ def attention_map(model, tokenizer, source_ids: list[int],
         return None
     weights = out.cross_attentions[-1][0]  # (T, S) or (H, T, S)
     weights = weights.mean(dim=0) if weights.dim() == 3 else weights
-    tokens = lambda ids: [tokenizer.decode([i]).strip() or tokenizer.convert_ids_to_tokens(i) for i in ids]  # noqa: E731
-    return weights.float().cpu(), tokens(source_ids), tokens(output.tolist())
+    tokens = lambda tok, ids: [tok.decode([i]).strip() or tok.convert_ids_to_tokens(i) for i in ids]  # noqa: E731
+    return weights.float().cpu(), tokens(source_tokenizer or tokenizer, source_ids), tokens(tokenizer, output.tolist())
 
 
 def report_test_set(loop: Seq2SeqTrainingLoop, corpus: ParallelCorpus, name: str) -> dict[str, Any]:
@@ -123,16 +134,17 @@ def report_test_set(loop: Seq2SeqTrainingLoop, corpus: ParallelCorpus, name: str
     of the first sentence and the updated model card."""
     args, acc = loop.args, loop.accelerator
     model = acc.unwrap_model(loop.model)
-    pairs = encode_corpus(corpus, loop.tokenizer, max_source_length=args.max_source_length,
-                          max_target_length=args.max_target_length, drop_longer=False)
+    pairs = encode_corpus(corpus, loop.tokenizer, source_tokenizer=loop.source_tokenizer,
+                          max_source_length=args.max_source_length, max_target_length=args.max_target_length,
+                          drop_longer=False)
     bleu, hypotheses = evaluate_bleu(model, loop.tokenizer, pairs, corpus.targets, accelerator=acc,
-                                     batch_size=args.eval_batch_size, num_beams=args.eval_num_beams,
-                                     max_new_tokens=args.eval_max_new_tokens)
+                                     pad_token_id=loop.source_tokenizer.pad_token_id, batch_size=args.eval_batch_size,
+                                     num_beams=args.eval_num_beams, max_new_tokens=args.eval_max_new_tokens)
     results = {f"{name}_bleu": bleu, f"{name}_sentences": len(pairs)}
     logger.info(f"sacreBLEU on {len(pairs)} {name} sentences (beam {args.eval_num_beams}): {bleu:.2f}")
     if acc.is_main_process:
         write_translations(args.output_dir, name, corpus.sources, hypotheses, corpus.targets)
-        alignment = attention_map(model, loop.tokenizer, pairs.sources[0], args.eval_num_beams)
+        alignment = attention_map(model, loop.tokenizer, pairs.sources[0], args.eval_num_beams, loop.source_tokenizer)
         if alignment is not None:
             weights, source_tokens, output_tokens = alignment
             plot_attention(weights.tolist(), source_tokens, output_tokens, Path(args.output_dir) / ATTENTION_PLOT,
@@ -141,7 +153,7 @@ def report_test_set(loop: Seq2SeqTrainingLoop, corpus: ParallelCorpus, name: str
                    for i in range(min(3, len(pairs)))}
         hyper = {**engine_card_arguments(args, acc.num_processes), **loop.card_arguments()}
         write_run_model_card(args.output_dir, model, loop.tokenizer, {**loop.final_results, **results}, hyper,
-                             loop.training_data, samples=samples,
+                             loop.training_data, samples=samples, tokenizer_description=loop.tokenizer_description(),
                              images={f"Cross-attention of {name} sentence 1": ATTENTION_PLOT})
     return results
 
@@ -159,34 +171,84 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                          "--*_target_file pairs, or --dataset_name.")
     if args.max_train_samples:
         train = ParallelCorpus(train.sources[: args.max_train_samples], train.targets[: args.max_train_samples])
-    tokenizer = load_tokenizer(args, [s + "\n" for s in train.sources + train.targets], accelerator)
+    tokenizer, source_tokenizer = load_tokenizers(args, train, accelerator)
     set_seed(training_args.seed)
-    model = build_model(args, tokenizer, MODEL_FAMILIES, AutoModelForSeq2SeqLM)
+    model = build_seq2seq_model(args, tokenizer, source_tokenizer)
     if not args.model_name_or_path:
         model.config.decoder_start_token_id = model.generation_config.decoder_start_token_id = tokenizer.bos_token_id
     lengths = dict(max_source_length=training_args.max_source_length, max_target_length=training_args.max_target_length)
-    train_pairs = encode_corpus(train, tokenizer, **lengths, drop_longer=True)
-    eval_pairs = encode_corpus(validation, tokenizer, **lengths, drop_longer=False)
+    train_pairs = encode_corpus(train, tokenizer, source_tokenizer=source_tokenizer, **lengths, drop_longer=True)
+    eval_pairs = encode_corpus(validation, tokenizer, source_tokenizer=source_tokenizer, **lengths, drop_longer=False)
     logger.info(f"{type(model).__name__} with {model.num_parameters():,} parameters; {len(train_pairs):,} of "
                 f"{len(train):,} training pairs within the length limits, {len(eval_pairs):,} validation pairs.")
     loop = Seq2SeqTrainingLoop(model, tokenizer, train_pairs, eval_pairs, validation.targets, training_args,
-                               accelerator)
-    results = loop.train(describe_data(args, tokenizer, len(train_pairs)))
+                               accelerator, source_tokenizer=source_tokenizer)
+    results = loop.train(describe_data(args, tokenizer, len(train_pairs), source_tokenizer))
     results.update(report_test_set(loop, test or validation, "test" if test else "validation"))
     return results
 
 
-def describe_data(args: argparse.Namespace, tokenizer, num_pairs: int) -> str:
-    """One sentence for the model card: which corpus and which tokenizer."""
+def load_tokenizers(args: argparse.Namespace, train: ParallelCorpus, accelerator):
+    """``(target tokenizer, source tokenizer)``: one shared tokenizer (trained on both sides) and None, or with
+    separate vocabularies one tokenizer per side, each loaded or trained on its own side."""
+    lines = lambda texts: [t + "\n" for t in texts]  # noqa: E731
+    if not uses_separate_vocabularies(args):
+        return load_tokenizer(args, lines(train.sources + train.targets), accelerator), None
+    source_tokenizer = load_source_tokenizer(args, lines(train.sources), accelerator)
+    return load_tokenizer(args, lines(train.targets), accelerator), source_tokenizer
+
+
+def build_seq2seq_model(args: argparse.Namespace, tokenizer, source_tokenizer=None):
+    """:func:`build_model` with the target ``tokenizer``'s vocabulary and, with separate vocabularies,
+    ``source_vocab_size`` from ``source_tokenizer``; the options that tie encoder and decoder embeddings
+    (``share_encoder_decoder_embeddings``) are switched off unless --config_overrides sets them (which then
+    fails: they need one vocabulary). A loaded model must match the tokenizers' vocabularies."""
+    if args.model_name_or_path:
+        model = build_model(args, tokenizer, MODEL_FAMILIES, AutoModelForSeq2SeqLM)
+        check_source_vocabulary(model.config, source_tokenizer)
+        return model
+    if source_tokenizer is None:
+        return build_model(args, tokenizer, MODEL_FAMILIES, AutoModelForSeq2SeqLM)
+    overrides = check_model_arguments(args, MODEL_FAMILIES)
+    config_class = MODEL_FAMILIES[args.model_family]
+    if "source_vocab_size" not in {f.name for f in dataclasses.fields(config_class)}:
+        raise ValueError(f"--model_family {args.model_family} has no separate source vocabulary; leave out "
+                         "--separate_vocabularies/--source_tokenizer_name_or_path.")
+    untied = {field: False for field in config_class.ENCODER_DECODER_TYING_FIELDS if field not in overrides}
+    config = config_class.from_preset(args.preset, **{**untied, **overrides}, **tokenizer_config_fields(tokenizer),
+                                      source_vocab_size=len(source_tokenizer))
+    return AutoModelForSeq2SeqLM.from_config(config)
+
+
+def check_source_vocabulary(config, source_tokenizer) -> None:
+    """A loaded model's source vocabulary must fit the source tokenizer (or be shared when there is none)."""
+    source_vocab_size = getattr(config, "source_vocab_size", None)
+    if source_tokenizer is None and source_vocab_size is not None:
+        raise ValueError(f"The model has a separate source vocabulary (source_vocab_size={source_vocab_size}): give "
+                         "its source tokenizer with --source_tokenizer_name_or_path.")
+    if source_tokenizer is not None and (source_vocab_size is None or source_vocab_size < len(source_tokenizer)):
+        raise ValueError(f"The model's source_vocab_size={source_vocab_size} does not fit the source tokenizer's "
+                         f"{len(source_tokenizer)} tokens (None: the model shares one vocabulary; leave out "
+                         "--separate_vocabularies/--source_tokenizer_name_or_path).")
+
+
+def describe_data(args: argparse.Namespace, tokenizer, num_pairs: int, source_tokenizer=None) -> str:
+    """One sentence for the model card: which corpus and which tokenizer(s)."""
     if args.dataset_name:
         source = f"the `{args.dataset_name}` dataset"
     else:
         source = ", ".join(f"`{Path(f).name}`" for f in (args.train_file, args.train_source_file,
                                                           args.train_target_file) if f)
+    if source_tokenizer is not None:
+        sides = (("source", source_tokenizer, args.source_tokenizer_name_or_path or args.model_name_or_path),
+                 ("target", tokenizer, args.tokenizer_name_or_path or args.model_name_or_path))
+        how = "; ".join(f"{name}: {len(tok)} tokens, " + (f"a tokenizer from `{path}`" if path else
+                        f"a {args.tokenizer_kind} tokenizer trained on the {name} side") for name, tok, path in sides)
+        return f"Trained on {num_pairs:,} sentence pairs of {source}; separate vocabularies ({how})."
     how = (f"a tokenizer from `{args.tokenizer_name_or_path}`" if args.tokenizer_name_or_path
            else f"a shared {args.tokenizer_kind} tokenizer trained on both sides of the training pairs")
     return f"Trained on {num_pairs:,} sentence pairs of {source}; {len(tokenizer)} tokens, {how}."
 
 
-__all__ = ["MODEL_FAMILIES", "attention_map", "build_parser", "load_split", "main", "report_test_set",
-           "write_translations"]
+__all__ = ["MODEL_FAMILIES", "attention_map", "build_parser", "build_seq2seq_model", "load_split", "load_tokenizers",
+           "main", "report_test_set", "write_translations"]

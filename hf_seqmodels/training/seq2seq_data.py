@@ -11,7 +11,8 @@ A corpus comes from
 * a ``datasets`` dataset, for users who are online.
 
 Every sentence is encoded without special tokens and ends with ``<eos>``; the model's decoder starts
-from ``decoder_start_token_id``. :class:`LengthBatches` groups sentences of similar length (sorted by
+from ``decoder_start_token_id``. Sources are encoded with the source tokenizer when the model has
+separate source and target vocabularies, else with the one shared tokenizer. :class:`LengthBatches` groups sentences of similar length (sorted by
 source then target length) into batches of a fixed number of sentences or of at most
 ``max_tokens`` padded tokens, and visits the batches in a new order every epoch (seeded, so a
 resumed run reads the same batches in the same order).
@@ -141,16 +142,21 @@ class EncodedPairs:
         return len(self.sources)
 
 
-def encode_corpus(corpus: ParallelCorpus, tokenizer, *, max_source_length: int | None = None,
+def encode_corpus(corpus: ParallelCorpus, tokenizer, *, source_tokenizer=None, max_source_length: int | None = None,
                   max_target_length: int | None = None, drop_longer: bool = True) -> EncodedPairs:
-    """Encode both sides (no special tokens, then ``<eos>``). Pairs with an empty side are dropped; pairs
-    longer than the limits are dropped (``drop_longer``, for training) or truncated (for evaluation)."""
-    eos = tokenizer.eos_token_id
-    if eos is None:
-        raise ValueError("The tokenizer has no eos_token: sequence-to-sequence training needs one to end sentences.")
-    encode = lambda texts: tokenizer(texts, add_special_tokens=False)["input_ids"]  # noqa: E731
+    """Encode both sides (no special tokens, then ``<eos>``): the targets with ``tokenizer``, the sources
+    with ``source_tokenizer`` (separate vocabularies) or ``tokenizer`` too. Pairs with an empty side are
+    dropped; pairs longer than the limits are dropped (``drop_longer``, for training) or truncated (for
+    evaluation)."""
+    source_tokenizer = source_tokenizer or tokenizer
+    for side, tok in (("target", tokenizer), ("source", source_tokenizer)):
+        if tok.eos_token_id is None:
+            raise ValueError(f"The {side} tokenizer has no eos_token: sequence-to-sequence training needs one to "
+                             "end sentences.")
+    eos, source_eos = tokenizer.eos_token_id, source_tokenizer.eos_token_id
+    encode = lambda tok, texts: tok(texts, add_special_tokens=False)["input_ids"]  # noqa: E731
     sources, targets = [], []
-    for src, tgt in zip(encode(corpus.sources), encode(corpus.targets), strict=True):
+    for src, tgt in zip(encode(source_tokenizer, corpus.sources), encode(tokenizer, corpus.targets), strict=True):
         if not src or not tgt:
             continue
         too_long = (max_source_length and len(src) + 1 > max_source_length) or (
@@ -159,7 +165,7 @@ def encode_corpus(corpus: ParallelCorpus, tokenizer, *, max_source_length: int |
             continue
         src = src[: max_source_length - 1] if max_source_length else src
         tgt = tgt[: max_target_length - 1] if max_target_length else tgt
-        sources.append(src + [eos])
+        sources.append(src + [source_eos])
         targets.append(tgt + [eos])
     return EncodedPairs(sources, targets)
 
@@ -173,7 +179,8 @@ def pad_right(sequences: list[list[int]], value: int) -> torch.Tensor:
 
 
 def collate_pairs(sources: list[list[int]], targets: list[list[int]] | None, pad_token_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded ``input_ids``/``attention_mask`` ``(B, S)`` and ``labels`` ``(B, T)`` (padding -100)."""
+    """Right-padded ``input_ids``/``attention_mask`` ``(B, S)`` and ``labels`` ``(B, T)`` (padding -100).
+    ``pad_token_id`` pads the sources only: the source tokenizer's."""
     batch = {"input_ids": pad_right(sources, pad_token_id),
              "attention_mask": pad_right([[1] * len(s) for s in sources], 0)}
     if targets is not None:

@@ -10,12 +10,17 @@ process makes on the same global batch.
 Validation reports ``eval_loss`` (mean token NLL in nats, without label smoothing) and
 ``eval_perplexity``; with ``eval_bleu_every_epoch`` also ``eval_bleu``, sacreBLEU of beam-search
 translations against the detokenised references.
+
+With separate source and target vocabularies the loop also holds the source tokenizer: its pad id
+pads the sources, the target tokenizer decodes the translations, and both are saved (the source one
+in ``output_dir/source_tokenizer/``).
 """
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -23,6 +28,7 @@ import torch.nn.functional as F
 from accelerate import Accelerator
 from accelerate.utils import gather_object
 
+from ..hub import SOURCE_TOKENIZER_FOLDER
 from ..models.config_utils import invalid
 from .engine import EngineArguments, TrainingLoop, make_accelerator, perplexity
 from .seq2seq_data import EncodedPairs, LengthBatches, collate_pairs
@@ -72,7 +78,8 @@ def _length_sorted_batches(lengths: list[int], batch_size: int) -> list[list[int
 
 @torch.no_grad()
 def pairs_nll(model, pairs: EncodedPairs, pad_token_id: int, batch_size: int, device) -> tuple[float, int]:
-    """``(sum of target-token NLLs in nats, number of target tokens)`` under teacher forcing."""
+    """``(sum of target-token NLLs in nats, number of target tokens)`` under teacher forcing; ``pad_token_id``
+    pads the sources."""
     total, count = 0.0, 0
     for rows in _length_sorted_batches([len(s) for s in pairs.sources], batch_size):
         batch = collate_pairs([pairs.sources[i] for i in rows], [pairs.targets[i] for i in rows], pad_token_id)
@@ -85,15 +92,18 @@ def pairs_nll(model, pairs: EncodedPairs, pad_token_id: int, batch_size: int, de
 
 
 @torch.no_grad()
-def translate_ids(model, sources: list[list[int]], tokenizer, *, batch_size: int = 64, num_beams: int = 5,
-                  max_new_tokens: int = 128, **generate_kwargs) -> list[str]:
-    """Beam-search translations of encoded ``sources`` (length-sorted batches, returned in input order)."""
+def translate_ids(model, sources: list[list[int]], tokenizer, *, pad_token_id: int | None = None, batch_size: int = 64,
+                  num_beams: int = 5, max_new_tokens: int = 128, **generate_kwargs) -> list[str]:
+    """Beam-search translations of encoded ``sources`` (length-sorted batches, returned in input order),
+    decoded with the target ``tokenizer``. ``pad_token_id`` pads the sources (default: the tokenizer's; give
+    the source tokenizer's with separate vocabularies)."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     texts: list[str | None] = [None] * len(sources)
     for rows in _length_sorted_batches([len(s) for s in sources], batch_size):
-        batch = collate_pairs([sources[i] for i in rows], None, tokenizer.pad_token_id)
+        batch = collate_pairs([sources[i] for i in rows], None,
+                              tokenizer.pad_token_id if pad_token_id is None else pad_token_id)
         out = model.generate(**{k: v.to(device) for k, v in batch.items()}, num_beams=num_beams,
                              max_new_tokens=max_new_tokens, do_sample=False, **generate_kwargs)
         for i, text in zip(rows, tokenizer.batch_decode(out, skip_special_tokens=True), strict=True):
@@ -102,11 +112,13 @@ def translate_ids(model, sources: list[list[int]], tokenizer, *, batch_size: int
     return texts
 
 
-def translate(model, tokenizer, sentences: list[str], **kwargs) -> list[str]:
-    """Translate raw ``sentences`` (encoded as in training: no special tokens, then ``<eos>``)."""
-    eos = tokenizer.eos_token_id
-    sources = [ids + [eos] for ids in tokenizer(sentences, add_special_tokens=False)["input_ids"]]
-    return translate_ids(model, sources, tokenizer, **kwargs)
+def translate(model, tokenizer, sentences: list[str], source_tokenizer=None, **kwargs) -> list[str]:
+    """Translate raw ``sentences`` (encoded as in training with ``source_tokenizer``, or ``tokenizer`` when the
+    vocabulary is shared: no special tokens, then ``<eos>``); ``tokenizer`` decodes the translations."""
+    source_tokenizer = source_tokenizer or tokenizer
+    eos = source_tokenizer.eos_token_id
+    sources = [ids + [eos] for ids in source_tokenizer(sentences, add_special_tokens=False)["input_ids"]]
+    return translate_ids(model, sources, tokenizer, pad_token_id=source_tokenizer.pad_token_id, **kwargs)
 
 
 @functools.cache
@@ -138,20 +150,38 @@ def evaluate_bleu(model, tokenizer, pairs: EncodedPairs, references: list[str], 
 
 
 class Seq2SeqTrainingLoop(TrainingLoop):
-    """Teacher-forced training over length-sorted batches of sentence pairs."""
+    """Teacher-forced training over length-sorted batches of sentence pairs.
+
+    ``tokenizer`` is the target side's (it decodes translations and is saved at the top of ``output_dir``);
+    ``source_tokenizer`` the source side's when the vocabularies are separate (None: shared).
+    """
 
     plot_title = "Sequence-to-sequence training"
 
     def __init__(self, model, tokenizer, train_pairs: EncodedPairs, eval_pairs: EncodedPairs,
-                 eval_references: list[str], args: Seq2SeqTrainingArguments, accelerator: Accelerator):
+                 eval_references: list[str], args: Seq2SeqTrainingArguments, accelerator: Accelerator,
+                 source_tokenizer=None):
         self.train_pairs, self.eval_pairs, self.eval_references = train_pairs, eval_pairs, eval_references
+        self.separate_source_tokenizer = source_tokenizer
         super().__init__(model, tokenizer, args, accelerator)
+
+    @property
+    def source_tokenizer(self):
+        """The tokenizer of the sources: the separate one, or the shared ``tokenizer``."""
+        return self.separate_source_tokenizer or self.tokenizer
+
+    def tokenizer_description(self) -> str | None:
+        """The model card's vocabulary note with separate vocabularies (None: the default note)."""
+        if self.separate_source_tokenizer is None:
+            return None
+        return (f"target side, see tokenizer.json; the source side has its own tokenizer of "
+                f"{len(self.separate_source_tokenizer)} tokens in {SOURCE_TOKENIZER_FOLDER}/")
 
     def build_batches(self, model):
         args, acc = self.args, self.accelerator
         sizes = ({"max_tokens": args.max_tokens_per_batch} if args.max_tokens_per_batch else
                  {"batch_size": args.per_device_train_batch_size * acc.num_processes})
-        return LengthBatches(self.train_pairs, self.tokenizer.pad_token_id, seed=args.seed,
+        return LengthBatches(self.train_pairs, self.source_tokenizer.pad_token_id, seed=args.seed,
                              process_index=acc.process_index, num_processes=acc.num_processes, **sizes)
 
     def compute_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, int]:
@@ -167,7 +197,7 @@ class Seq2SeqTrainingLoop(TrainingLoop):
                              self.eval_pairs.targets[acc.process_index :: acc.num_processes])
         was_training = model.training
         model.eval()
-        total, count = pairs_nll(model, shard, self.tokenizer.pad_token_id, args.eval_batch_size, acc.device)
+        total, count = pairs_nll(model, shard, self.source_tokenizer.pad_token_id, args.eval_batch_size, acc.device)
         model.train(was_training)
         sums = torch.tensor([total, float(count)], dtype=torch.float64, device=acc.device)
         if acc.num_processes > 1:
@@ -182,8 +212,9 @@ class Seq2SeqTrainingLoop(TrainingLoop):
         limit = self.args.eval_bleu_samples or len(self.eval_pairs)
         pairs = EncodedPairs(self.eval_pairs.sources[:limit], self.eval_pairs.targets[:limit])
         score, _ = evaluate_bleu(model, self.tokenizer, pairs, self.eval_references[:limit],
-                                 accelerator=self.accelerator, batch_size=self.args.eval_batch_size,
-                                 num_beams=self.args.eval_num_beams, max_new_tokens=self.args.eval_max_new_tokens)
+                                 accelerator=self.accelerator, pad_token_id=self.source_tokenizer.pad_token_id,
+                                 batch_size=self.args.eval_batch_size, num_beams=self.args.eval_num_beams,
+                                 max_new_tokens=self.args.eval_max_new_tokens)
         return score
 
     def run(self) -> dict[str, Any]:
@@ -191,6 +222,14 @@ class Seq2SeqTrainingLoop(TrainingLoop):
         if "eval_bleu" not in results:  # BLEU at least once, on the final model
             self.last_eval["eval_bleu"] = results["eval_bleu"] = self.bleu(self.accelerator.unwrap_model(self.model))
         return results
+
+    def save_final_model(self, results: dict[str, Any], training_data: str | None = None, **card_kwargs) -> None:
+        """The engine's final save, plus the source tokenizer in ``output_dir/source_tokenizer/``."""
+        if self.separate_source_tokenizer is not None:
+            if self.accelerator.is_main_process:
+                self.separate_source_tokenizer.save_pretrained(Path(self.args.output_dir) / SOURCE_TOKENIZER_FOLDER)
+            card_kwargs.setdefault("tokenizer_description", self.tokenizer_description())
+        super().save_final_model(results, training_data, **card_kwargs)
 
     def card_arguments(self) -> dict[str, Any]:
         args = self.args
@@ -204,15 +243,17 @@ class Seq2SeqTrainingLoop(TrainingLoop):
 
 def train_seq2seq(model, tokenizer, train_pairs: EncodedPairs, eval_pairs: EncodedPairs, eval_references: list[str],
                   args: Seq2SeqTrainingArguments, accelerator: Accelerator | None = None,
-                  training_data: str | None = None) -> dict[str, Any]:
+                  training_data: str | None = None, source_tokenizer=None) -> dict[str, Any]:
     """Train ``model`` on ``train_pairs``, validate on ``eval_pairs`` (BLEU against ``eval_references``).
+    ``tokenizer`` is the target side's; ``source_tokenizer`` the source side's with separate vocabularies.
 
     Returns ``train_loss``, ``eval_loss``, ``eval_perplexity``, ``eval_bleu``, ``steps``, ``epochs``,
     ``train_runtime_seconds`` and ``train_tokens_per_second`` (target tokens, all processes); writes
     the model, tokenizer, checkpoints, history, loss curve and model card to ``args.output_dir``.
     """
     accelerator = accelerator or make_accelerator(args)
-    loop = Seq2SeqTrainingLoop(model, tokenizer, train_pairs, eval_pairs, eval_references, args, accelerator)
+    loop = Seq2SeqTrainingLoop(model, tokenizer, train_pairs, eval_pairs, eval_references, args, accelerator,
+                               source_tokenizer=source_tokenizer)
     return loop.train(training_data)
 
 

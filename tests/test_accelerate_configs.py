@@ -1,0 +1,81 @@
+"""The accelerate configuration files of ``training/configs``: they parse, and the CPU one trains on 2 processes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+import safetensors.torch
+from accelerate.commands.config.config_args import ClusterConfig, load_config_from_file
+from accelerate.utils import DistributedType
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = REPO / "training" / "configs"
+CORPUS = "the cat sat on the mat. the dog sat on the log.\n" * 40
+
+
+@pytest.mark.parametrize("name, distributed_type, num_processes", [
+    ("single_gpu", DistributedType.NO, 1),
+    ("multi_gpu_ddp", DistributedType.MULTI_GPU, 4),
+    ("fsdp", DistributedType.FSDP, 4),
+    ("deepspeed_zero2", DistributedType.DEEPSPEED, 4),
+    ("cpu_2proc", DistributedType.MULTI_GPU, 2),
+])
+def test_config_files_parse(name, distributed_type, num_processes):
+    config = load_config_from_file(str(CONFIGS / f"{name}.yaml"))
+    assert isinstance(config, ClusterConfig)
+    assert config.distributed_type == distributed_type and config.num_processes == num_processes
+    assert (config.num_machines, config.machine_rank, config.mixed_precision) == (1, 0, "no")
+    assert config.use_cpu == (name == "cpu_2proc")
+
+
+def test_fsdp_and_deepspeed_settings():
+    fsdp = load_config_from_file(str(CONFIGS / "fsdp.yaml")).fsdp_config
+    assert fsdp["fsdp_sharding_strategy"] == "FULL_SHARD"
+    assert fsdp["fsdp_auto_wrap_policy"] == "TRANSFORMER_BASED_WRAP"
+    assert "fsdp_transformer_layer_cls_to_wrap" not in fsdp  # the model's _no_split_modules decide
+    assert fsdp["fsdp_state_dict_type"] == "FULL_STATE_DICT"
+    deepspeed = load_config_from_file(str(CONFIGS / "deepspeed_zero2.yaml")).deepspeed_config
+    assert deepspeed["zero_stage"] == 2 and deepspeed["gradient_accumulation_steps"] == 1
+
+
+def test_every_model_declares_the_modules_fsdp_wraps():
+    from hf_seqmodels.models import modeling_bert, modeling_rnn, modeling_rnn_seq2seq, modeling_transformer
+
+    for module in (modeling_bert, modeling_rnn, modeling_rnn_seq2seq, modeling_transformer):
+        pretrained = [cls for n in dir(module) if n.endswith("PreTrainedModel")
+                      and (cls := getattr(module, n)).__module__ == module.__name__]
+        assert pretrained and all(cls._no_split_modules for cls in pretrained), module.__name__
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_cpu_2proc_config_trains_on_two_processes(tmp_path):
+    train_file = tmp_path / "corpus.txt"
+    train_file.write_text(CORPUS, encoding="utf-8")
+    launcher = shutil.which("accelerate") or pytest.fail("the accelerate launcher is not on PATH")
+    out = tmp_path / "run"
+    command = [launcher, "launch", "--config_file", str(CONFIGS / "cpu_2proc.yaml"),
+               "--main_process_port", str(_free_port()),  # the file's 29500 may be taken by another run
+               str(REPO / "training" / "train_lm.py"), "--train_file", str(train_file), "--tokenizer_kind", "char",
+               "--min_frequency", "1", "--model_family", "rnn", "--preset", "tiny",
+               "--config_overrides", "cell_type=gru,hidden_size=8", "--per_device_train_batch_size", "2",
+               "--bptt", "16", "--max_steps", "4", "--no-plot", "--disable_tqdm", "--output_dir", str(out),
+               "--use_cpu"]  # Accelerator(cpu=True) in the workers: the multi-GPU launcher does not pass use_cpu on
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("ACCELERATE_USE_CPU", None)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "num_processes': 2" in done.stderr and "global_train_batch_size': 4" in done.stderr
+    assert "[RANK 0]" in done.stderr
+    assert (out / "checkpoint-4").is_dir()
+    assert safetensors.torch.load_file(str(out / "model.safetensors"))

@@ -79,3 +79,13 @@ def test_cpu_2proc_config_trains_on_two_processes(tmp_path):
     assert "[RANK 0]" in done.stderr
     assert (out / "checkpoint-4").is_dir()
     assert safetensors.torch.load_file(str(out / "model.safetensors"))
+
+
+@pytest.mark.parametrize("distributed_type", [DistributedType.FSDP, DistributedType.DEEPSPEED])
+def test_the_engine_refuses_sharded_training_it_cannot_checkpoint(distributed_type):
+    from types import SimpleNamespace
+
+    from hf_seqmodels.training.engine import TrainingLoop
+
+    with pytest.raises(NotImplementedError, match=f"{distributed_type.value}.*multi_gpu_ddp.yaml"):
+        TrainingLoop(None, None, None, SimpleNamespace(distributed_type=distributed_type))

@@ -44,7 +44,7 @@ from typing import Any
 import torch
 from accelerate import Accelerator
 from accelerate.logging import get_logger
-from accelerate.utils import set_seed
+from accelerate.utils import DistributedType, set_seed
 from tqdm.auto import tqdm
 
 from ..models.config_utils import invalid
@@ -56,6 +56,7 @@ logger = get_logger(__name__)
 
 OPTIMIZERS = ("sgd", "adamw")
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+SHARDED_TYPES = (DistributedType.FSDP, DistributedType.DEEPSPEED)  # not supported by the checkpoints yet
 
 
 class TrainingInterrupted(SystemExit):
@@ -236,6 +237,11 @@ class TrainingLoop:
     plot_title = "Training"
 
     def __init__(self, model, tokenizer, args: EngineArguments, accelerator: Accelerator):
+        if accelerator.distributed_type in SHARDED_TYPES:
+            raise NotImplementedError(
+                f"The training engine does not support {accelerator.distributed_type.value} yet: its checkpoints and "
+                "final save expect every process to hold the whole model and optimizer state (DDP). Launch with "
+                "training/configs/multi_gpu_ddp.yaml (or single_gpu.yaml).")
         self.args, self.accelerator, self.tokenizer = args, accelerator, tokenizer
         self.batches = self.build_batches(model)
         total = args.num_train_epochs * len(self.batches)

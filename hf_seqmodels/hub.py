@@ -148,7 +148,7 @@ CAUSAL_LM_USAGE = """```python
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 model = AutoModelForCausalLM.from_pretrained("{repo_id}", trust_remote_code=True)
-tokenizer = AutoTokenizer.from_pretrained("{repo_id}")
+tokenizer = AutoTokenizer.from_pretrained("{repo_id}", trust_remote_code=True)
 inputs = tokenizer({prompt!r}, return_tensors="pt")
 greedy = model.generate(**inputs, max_new_tokens=100, do_sample=False)
 beams = model.generate(**inputs, max_new_tokens=100, num_beams=4, length_penalty=1.0)
@@ -165,7 +165,7 @@ SEQ2SEQ_USAGE = """```python
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 model = AutoModelForSeq2SeqLM.from_pretrained("{repo_id}", trust_remote_code=True)
-tokenizer = AutoTokenizer.from_pretrained("{repo_id}")
+tokenizer = AutoTokenizer.from_pretrained("{repo_id}", trust_remote_code=True)
 # sources are encoded as in training: no special tokens, then the tokenizer's eos token
 ids = tokenizer(["A man is riding a bike."], add_special_tokens=False)["input_ids"]
 inputs = tokenizer.pad({{"input_ids": [i + [tokenizer.eos_token_id] for i in ids]}}, return_tensors="pt")
@@ -200,7 +200,7 @@ ENCODER_USAGE = """```python
 from transformers import {auto_class}, AutoTokenizer
 
 model = {auto_class}.from_pretrained("{repo_id}", trust_remote_code=True)
-tokenizer = AutoTokenizer.from_pretrained("{repo_id}")
+tokenizer = AutoTokenizer.from_pretrained("{repo_id}", trust_remote_code=True)
 outputs = model(**tokenizer("The cat sat on the mat.", return_tensors="pt"))
 ```
 

@@ -91,7 +91,11 @@ class TranslationPipeline(Pipeline):
     def preprocess(self, text: str):
         if not isinstance(text, str):
             raise ValueError(f"{TRANSLATION_TASK} translates strings, got {type(text).__name__}.")
-        return self.source_tokenizer(text, return_tensors="pt")
+        # encoded as in training (seq2seq_data.encode_corpus): the tokens without special tokens, then <eos>
+        ids = self.source_tokenizer(text, add_special_tokens=False)["input_ids"]
+        if self.source_tokenizer.eos_token_id is not None:
+            ids = ids + [self.source_tokenizer.eos_token_id]
+        return {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
 
     def _forward(self, model_inputs, **generate_kwargs):
         model_inputs.pop("token_type_ids", None)

@@ -446,8 +446,8 @@ def test_translation_pipeline(tmp_path):
     greedy = translate("the cat sat", max_new_tokens=5, min_new_tokens=5)
     beam = translate(["the cat", "on the mat"], num_beams=3, max_new_tokens=5, min_new_tokens=5)
     assert len(greedy) == 1 and len(greedy[0]["translation_text"].split()) == 5
-    encoded = tokenizer("the cat sat", return_tensors="pt")
-    expected = model.generate(encoded["input_ids"], attention_mask=encoded["attention_mask"], max_new_tokens=5,
-                              min_new_tokens=5)
+    # the source is encoded as in training: its tokens, no special tokens, then <eos>
+    ids = torch.tensor([tokenizer("the cat sat", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]])
+    expected = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=5, min_new_tokens=5)
     assert greedy[0]["translation_text"] == tokenizer.decode(expected[0], skip_special_tokens=True)
     assert [len(b) for b in beam] == [1, 1] and all(b[0]["translation_text"] for b in beam)

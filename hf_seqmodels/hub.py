@@ -480,24 +480,28 @@ def files_to_push(folder: str | Path) -> list[str]:
     return sorted(chosen | set(_card_images(folder, card)))
 
 
-def _copy_or_link(source: Path, target: Path) -> None:
+def _copy_or_link(source: Path, target: Path, link: bool) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(source, target)  # no copy of large weights when the file system allows it
-    except OSError:
-        shutil.copy2(source, target)
+    if link:
+        try:
+            os.link(source, target)  # no copy of large weights when the file system allows it
+            return
+        except OSError:
+            pass
+    shutil.copy2(source, target)
 
 
-def stage_push_folder(folder: str | Path, target: str | Path) -> list[tuple[str, int]]:
+def stage_push_folder(folder: str | Path, target: str | Path, link: bool = False) -> list[tuple[str, int]]:
     """Write exactly the files :func:`push_folder_to_hub` uploads into the empty (or new) folder ``target``;
-    returns ``(relative path, size in bytes)`` for each."""
+    returns ``(relative path, size in bytes)`` for each. ``link=True`` hard-links instead of copying where
+    possible (for a throw-away staging folder: editing a linked file would edit the original)."""
     folder, target = Path(folder), Path(target)
     names = files_to_push(folder)
     if target.exists() and any(target.iterdir()):
         raise PushError(f"The dry-run folder {target} is not empty.")
     target.mkdir(parents=True, exist_ok=True)
     for name in names:
-        _copy_or_link(folder / name, target / name)
+        _copy_or_link(folder / name, target / name, link)
     return [(name, (target / name).stat().st_size) for name in names]
 
 
@@ -535,7 +539,7 @@ def push_folder_to_hub(folder: str | Path, repo_id: str, private: bool = False, 
     api = HfApi(token=token)
     repo = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
     with tempfile.TemporaryDirectory(prefix="hf-push-") as staging:
-        files = stage_push_folder(folder, staging)
+        files = stage_push_folder(folder, staging, link=True)
         logger.info("Uploading to %s:\n%s", repo.repo_id, format_file_list(files))
         info = api.upload_folder(folder_path=staging, repo_id=repo.repo_id, repo_type="model",
                                  allow_patterns=names, commit_message=commit_message)

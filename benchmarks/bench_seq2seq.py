@@ -9,7 +9,9 @@ Attention RNN (``RNNSeq2SeqForConditionalGeneration``, Bahdanau wiring by defaul
 Transformer (``TransformerForConditionalGeneration``) against transformers' ``MarianMTModel`` built
 from a config of the same sizes (post-norm, ReLU, sinusoidal positions, same vocabulary):
 
-* beam search (``--tf-beams`` 4, batch ``--tf-batch`` 16, 64 new tokens): ours / Marian — target <= 1;
+* beam search (``--tf-beams`` 4, batch ``--tf-batch`` 16, 64 new tokens): ours / Marian — target <= 1
+  (the per-round ratios are printed too: on a busy machine they spread by several per cent);
+* greedy decoding of the same batch: ours / Marian, informational;
 * greedy decoding of 128 tokens with the key/value cache against recomputing the whole prefix every
   step (``use_cache=False``), informational;
 * one training step (forward, backward, AdamW): ours / Marian, informational.
@@ -69,6 +71,22 @@ def decode(model, source: torch.Tensor, new_tokens: int, num_beams: int = 1, use
     """Exactly ``new_tokens`` decoding steps (EOS forbidden until then), greedy or beam search."""
     return model.generate(source, attention_mask=torch.ones_like(source), do_sample=False, num_beams=num_beams,
                           max_new_tokens=new_tokens, min_new_tokens=new_tokens, use_cache=use_cache)
+
+
+def same_work(contenders: dict) -> None:
+    """Run every contender once and check that they produce outputs of one shape (the same amount of work)."""
+    shapes = {name: tuple(fn().shape) for name, fn in contenders.items()}
+    if len(set(shapes.values())) != 1:
+        raise SystemExit(f"the contenders do different work: output shapes {shapes}")
+
+
+def report_paired(label: str, numerator: list[float], denominator: list[float], target: float | None = None) -> dict:
+    """:func:`report_ratio` of a time ratio (lower is better), plus the spread of the per-round ratios."""
+    result = report_ratio(label, paired_ratio(numerator, denominator), target, higher_is_better=False)
+    rounds = sorted(n / d for n, d in zip(numerator, denominator, strict=True))
+    print(f"  per round: min {rounds[0]:.3f}, max {rounds[-1]:.3f}")
+    result["round_ratios"] = rounds
+    return result
 
 
 def train_step(model, optimizer, batch: dict) -> None:
@@ -134,10 +152,14 @@ def bench_transformer(args, generator: torch.Generator) -> list[dict]:
     source = torch.randint(4, args.vocab_size, (args.tf_batch, args.source_length), generator=generator)
     n, beams = args.tf_new_tokens, args.tf_beams
     with torch.no_grad():
-        beam_times = timed(f"Transformer beam {beams}: batch {args.tf_batch}, {n} new tokens",
-                           {"ours": lambda: decode(ours, source, n, beams),
-                            "MarianMTModel": lambda: decode(marian, source, n, beams)},
+        beam = {"ours": lambda: decode(ours, source, n, beams), "MarianMTModel": lambda: decode(marian, source, n, beams)}
+        greedy = {"ours": lambda: decode(ours, source, n), "MarianMTModel": lambda: decode(marian, source, n)}
+        same_work(beam)
+        same_work(greedy)
+        beam_times = timed(f"Transformer beam {beams}: batch {args.tf_batch}, {n} new tokens", beam,
                            args, args.tf_batch * n, "tokens/s")
+        greedy_times = timed(f"Transformer greedy: batch {args.tf_batch}, {n} new tokens", greedy,
+                             args, args.tf_batch * n, "tokens/s")
         one = source[:1]
         cache_times = timed(f"Transformer greedy, {args.cache_tokens} tokens, batch 1",
                             {"with cache": lambda: decode(ours, one, args.cache_tokens),
@@ -151,12 +173,13 @@ def bench_transformer(args, generator: torch.Generator) -> list[dict]:
                          "MarianMTModel": lambda: train_step(marian, opt_marian, batch)},
                         args, batch["labels"].numel(), "target tokens/s")
     return [
-        report_ratio(f"Transformer: beam {beams} time ours / MarianMTModel",
-                     paired_ratio(beam_times["ours"], beam_times["MarianMTModel"]), 1.0, higher_is_better=False),
+        report_paired(f"Transformer: beam {beams} time ours / MarianMTModel",
+                      beam_times["ours"], beam_times["MarianMTModel"], 1.0),
+        report_paired("Transformer: greedy time ours / MarianMTModel", greedy_times["ours"], greedy_times["MarianMTModel"]),
         report_ratio(f"Transformer: {args.cache_tokens} tokens, recompute / cache",
                      paired_ratio(cache_times["recompute prefix"], cache_times["with cache"])),
-        report_ratio("Transformer: training step time ours / MarianMTModel",
-                     paired_ratio(train_times["ours"], train_times["MarianMTModel"])),
+        report_paired("Transformer: training step time ours / MarianMTModel",
+                      train_times["ours"], train_times["MarianMTModel"]),
     ]
 
 

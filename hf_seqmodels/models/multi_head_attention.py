@@ -49,10 +49,12 @@ def attention_bias(
 
     ``key_padding_mask`` ``(B, S)`` has 1 for real keys and 0 for padding. ``causal`` hides the future:
     the ``T`` queries are the last ``T`` of the ``S`` positions (earlier ones come from the cache), so
-    query ``i`` sees keys ``j <= S - T + i``. Returns ``(B | 1, 1, T, S)``, or None when nothing is hidden.
+    query ``i`` sees keys ``j <= S - T + i``. Returns ``(B | 1, 1, T, S)``, or None when nothing is hidden
+    (no padding, and one query or no causal mask): the kernels then run without a mask, which is the
+    common case of every decoding step over unpadded sources.
     """
     allowed = None
-    if key_padding_mask is not None:
+    if key_padding_mask is not None and not bool(key_padding_mask.all()):
         allowed = key_padding_mask[:, None, None, :].bool()  # (B, 1, 1, S)
     if causal and query_length > 1:
         past = key_length - query_length
@@ -108,6 +110,10 @@ class MultiHeadAttention(nn.Module):
         else:
             cache = past_key_values
         key, value = self.split_heads(self.k_proj(states)), self.split_heads(self.v_proj(states))  # (B, H, S, d_k)
+        if cross and cache is not None:
+            # read at every later step: store them contiguous, not as transposed views of the projections
+            # (torch's CPU sdpa kernel reads strided keys and values more slowly)
+            key, value = key.contiguous(), value.contiguous()
         if cache is not None:
             key, value = cache.update(key, value, self.layer_idx)  # self-attention: (B, H, past + S, d_k)
             if cross:

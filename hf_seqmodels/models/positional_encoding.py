@@ -22,7 +22,10 @@ class SinusoidalPositionalEncoding(nn.Module):
         PE_{(pos, 2i)} = \sin(pos / 10000^{2i / d_{model}}), \quad
         PE_{(pos, 2i+1)} = \cos(pos / 10000^{2i / d_{model}})
 
-    Computed on the fly in float32 (no table, no parameters), so it has no maximum length.
+    The rows are computed in float32 once and looked up afterwards (each decoding step needs only one
+    row per sequence). The table is a cache, not a parameter or buffer: nothing is saved or loaded, it
+    grows (doubling) when a later position is asked for, so there is no maximum length, and it is
+    rebuilt on the device of the position ids.
     """
 
     def __init__(self, hidden_size: int, base: float = 10000.0):
@@ -31,13 +34,29 @@ class SinusoidalPositionalEncoding(nn.Module):
             raise ValueError(f"the sinusoidal encoding needs an even hidden size, got {hidden_size}")
         self.hidden_size = hidden_size
         self.base = base
+        self._table: torch.Tensor | None = None  # (positions, d) float32, see table()
+
+    def encode(self, positions: torch.Tensor) -> torch.Tensor:
+        """The encoding of ``positions`` ``(..., )`` computed from the formula: ``(..., d)`` float32."""
+        two_i = torch.arange(0, self.hidden_size, 2, device=positions.device, dtype=torch.float32)
+        inv_freq = torch.exp(-math.log(self.base) * two_i / self.hidden_size)  # 1 / 10000^(2i/d), (d/2,)
+        angles = positions.float()[..., None] * inv_freq  # (..., d/2)
+        encoding = torch.stack([angles.sin(), angles.cos()], dim=-1)  # (..., d/2, 2): sin at 2i, cos at 2i+1
+        return encoding.flatten(-2)  # (..., d)
+
+    def table(self, length: int, device: torch.device) -> torch.Tensor:
+        """Rows ``0 .. length - 1`` at least, ``(positions, d)``, on ``device``."""
+        table = self._table
+        if table is None or table.shape[0] < length or table.device != device:
+            size = max(64, length, 2 * table.shape[0] if table is not None else 0)  # doubling: rebuilt rarely
+            with torch.inference_mode(False):  # a normal tensor even when first asked for under inference_mode
+                table = self.encode(torch.arange(size, device=device))
+            self._table = table
+        return table
 
     def forward(self, position_ids: torch.LongTensor) -> torch.Tensor:
-        two_i = torch.arange(0, self.hidden_size, 2, device=position_ids.device, dtype=torch.float32)
-        inv_freq = torch.exp(-math.log(self.base) * two_i / self.hidden_size)  # 1 / 10000^(2i/d), (d/2,)
-        angles = position_ids.float()[..., None] * inv_freq  # (B, T, d/2)
-        encoding = torch.stack([angles.sin(), angles.cos()], dim=-1)  # (B, T, d/2, 2): sin at 2i, cos at 2i+1
-        return encoding.flatten(-2)  # (B, T, d)
+        table = self.table(int(position_ids.max()) + 1, position_ids.device)
+        return nn.functional.embedding(position_ids, table)  # (B, T, d)
 
 
 class LearnedPositionalEmbedding(nn.Embedding):

@@ -318,6 +318,20 @@ class TransformerForConditionalGeneration(SourceVocabularyMixin, TransformerPreT
     def prepare_decoder_input_ids_from_labels(self, labels: torch.LongTensor) -> torch.LongTensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
+    @staticmethod
+    def _reorder_cache(past_key_values: Cache, beam_idx: torch.LongTensor) -> Cache:
+        """Beam search: keep the self-attention keys and values of the beams in ``beam_idx`` ``(B * beams,)``.
+
+        The cross-attention keys and values are projections of the encoder output, which ``generate``
+        repeats for every beam of a source, and a beam never moves to another source: reordering them
+        would copy ``2 * layers`` tensors ``(B * beams, H, S, d_k)`` per step and change nothing.
+        """
+        if isinstance(past_key_values, EncoderDecoderCache):
+            past_key_values.self_attention_cache.reorder_cache(beam_idx)
+        else:
+            past_key_values.reorder_cache(beam_idx)
+        return past_key_values
+
     @can_return_tuple
     def forward(
         self,

@@ -126,6 +126,8 @@ def test_sequence_classification_from_a_pretrained_folder(bert_folder, tmp_path)
     predictions = [json.loads(line) for line in (out / "test_predictions.jsonl").read_text().splitlines()]
     assert len(predictions) == 40 and {p["label"] for p in predictions} <= {"0", "1"}
     assert (out / "loss_curve.png").is_file()
+    assert not (out / "training_args.bin").exists()  # no pickle next to the weights
+    assert json.loads((out / "training_args.json").read_text())["learning_rate"] == 5e-3
 
 
 def test_a_pretrained_encoder_is_loaded_not_reinitialised(bert_folder):

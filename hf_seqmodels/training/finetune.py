@@ -363,6 +363,9 @@ def run(model_args: FinetuneModelArguments, data: FinetuneDataArguments,
         metrics.update(write_test_predictions(trainer, data, features["test"], splits["test"], head, output_dir))
     if trainer.is_world_process_zero():
         trainer.save_model()
+        # Trainer pickles its arguments next to the weights; keep a readable JSON copy instead
+        (output_dir / "training_args.bin").unlink(missing_ok=True)
+        (output_dir / "training_args.json").write_text(training_args.to_json_string(), encoding="utf-8")
         (output_dir / "all_results.json").write_text(json.dumps(metrics, indent=2), encoding="utf-8")
         history = _history(trainer.state.log_history)
         write_history(history, output_dir)

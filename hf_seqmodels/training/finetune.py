@@ -370,16 +370,17 @@ def run(model_args: FinetuneModelArguments, data: FinetuneDataArguments,
         history = _history(trainer.state.log_history)
         write_history(history, output_dir)
         plot_loss_curves(history, output_dir, title=f"Fine-tuning: {data.task}", ylabel="cross-entropy (nats)")
-        sources = [Path(p).name for p in (data.train_file, data.validation_file) if p] or [data.dataset_name]
+        train_source = Path(data.train_file).name if data.train_file else data.dataset_name
+        held_out = f", evaluated on `{Path(data.validation_file).name}`" if data.validation_file else ""
+        start = model_args.model_name_or_path or f"random initialisation (preset {model_args.preset})"
         shown = {k: v for k, v in metrics.items() if not k.endswith(("_runtime", "_per_second", "epoch"))}
         write_model_card(
             output_dir, trainer.model, tokenizer, shown,
-            training_data=f"Fine-tuned for {data.task} on {', '.join(f'`{s}`' for s in sources)} "
-                          f"({len(splits['train']):,} training examples), starting from "
-                          f"{model_args.model_name_or_path or f'random initialisation ({model_args.preset})'}.",
-            training_args={k: getattr(training_args, k) for k in (
+            training_data=f"Fine-tuned for {data.task} on `{train_source}` ({len(splits['train']):,} training "
+                          f"examples){held_out}, starting from {start}.",
+            training_args={k: getattr(getattr(training_args, k), "value", getattr(training_args, k)) for k in (
                 "learning_rate", "num_train_epochs", "per_device_train_batch_size", "weight_decay",
-                "warmup_steps", "lr_scheduler_type", "seed")},
+                "warmup_steps", "lr_scheduler_type", "seed")},  # enums (the scheduler type) by their value
         )
     return metrics
 

@@ -79,7 +79,19 @@ def test_sigterm_writes_a_checkpoint_and_resume_matches_an_uninterrupted_run(tmp
     assert resumed["eval_loss"] == full["eval_loss"]
 
 
-def test_stop_signals_record_and_restore_the_previous_handlers():
+@pytest.fixture
+def python_sigint():
+    """Python's own SIGINT handler for the test (a shell that starts the tests in the background ignores
+    SIGINT), and accelerate's state, which the handlers' log messages need."""
+    from accelerate import PartialState
+
+    PartialState()
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
+def test_stop_signals_record_and_restore_the_previous_handlers(python_sigint):
     def previous(signum, frame):
         pass
 
@@ -95,7 +107,7 @@ def test_stop_signals_record_and_restore_the_previous_handlers():
         signal.signal(signal.SIGTERM, old)
 
 
-def test_a_second_ctrl_c_raises_keyboard_interrupt():
+def test_a_second_ctrl_c_raises_keyboard_interrupt(python_sigint):
     with StopSignals() as stop:
         signal.raise_signal(signal.SIGINT)
         assert stop.received == signal.SIGINT

@@ -113,7 +113,7 @@ def evaluate_pretraining(model, batches: list[dict[str, torch.Tensor]], device) 
 class BertPretrainingLoop(TrainingLoop):
     """Masked LM + next-sentence prediction; ``eval_loss`` is the masked-LM loss."""
 
-    plot_title = "BERT pretraining (masked-LM loss)"
+    plot_title = "BERT pretraining (training: MLM + NSP loss; validation: MLM loss)"
 
     def __init__(self, model, tokenizer, train_examples: list[dict], eval_examples: list[dict],
                  args: BertPretrainingArguments, accelerator: Accelerator):

@@ -149,9 +149,12 @@ def test_random_initialisation_baseline_needs_a_tokenizer_and_uses_the_preset(be
     tokenizer = load_tokenizer(args)
     model = build_model(args, "sequence-classification", tokenizer, {"num_labels": 3})
     assert model.config.num_labels == 3 and model.config.vocab_size == len(tokenizer)
-    with pytest.raises(ValueError, match="`preset`='huge'"):
+    with pytest.raises(ValueError, match="`--preset`='huge'"):
         build_model(FinetuneModelArguments(preset="huge", tokenizer_name_or_path=str(bert_folder)),
                     "sequence-classification", tokenizer, {"num_labels": 2})
+    with pytest.raises(ValueError, match="model_family rnn has no head for the task question-answering"):
+        build_model(FinetuneModelArguments(model_family="rnn", preset="tiny", tokenizer_name_or_path=str(bert_folder)),
+                    "question-answering", tokenizer, {})
 
 
 def test_regression_labels_train_a_single_output(bert_folder, tmp_path):

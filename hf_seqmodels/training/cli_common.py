@@ -86,6 +86,8 @@ def check_model_arguments(args: argparse.Namespace, families: dict[str, type]) -
         return {}
     if not args.preset:
         raise ValueError("Give --preset (a named config of --model_family) or --model_name_or_path.")
+    if args.model_family not in families:
+        raise ValueError(f"Invalid `--model_family`={args.model_family!r}: expected one of {', '.join(families)}.")
     config_class = families[args.model_family]
     if args.preset not in config_class.PRESETS:
         raise ValueError(f"Invalid `--preset`={args.preset!r} for --model_family {args.model_family}: expected one of "
@@ -93,16 +95,21 @@ def check_model_arguments(args: argparse.Namespace, families: dict[str, type]) -
     return parse_config_overrides(args.config_overrides, config_class)
 
 
-def build_model(args: argparse.Namespace, tokenizer, families: dict[str, type], auto_class):
-    """A fresh ``auto_class`` model from --model_family/--preset/--config_overrides, or --model_name_or_path's."""
+def build_model(args, tokenizer, families: dict[str, type], auto_class, **config_kwargs):
+    """A fresh ``auto_class`` model from --model_family/--preset/--config_overrides, or --model_name_or_path's.
+
+    ``args`` is the parsed flags or any object with those fields (e.g. fine-tuning's model arguments);
+    ``config_kwargs`` (a head's ``num_labels``, ``id2label``, ...) go to the config either way."""
     if args.model_name_or_path:
-        model = auto_class.from_pretrained(args.model_name_or_path)
+        model = auto_class.from_pretrained(args.model_name_or_path,
+                                           trust_remote_code=getattr(args, "trust_remote_code", False), **config_kwargs)
         if model.config.vocab_size < len(tokenizer):
             raise ValueError(f"The model's vocab_size={model.config.vocab_size} is smaller than the tokenizer's "
-                             f"{len(tokenizer)} tokens.")
+                             f"{len(tokenizer)} tokens: give the tokenizer the model was trained with.")
         return model
     overrides = check_model_arguments(args, families)
-    config = families[args.model_family].from_preset(args.preset, **overrides, **tokenizer_config_fields(tokenizer))
+    config = families[args.model_family].from_preset(args.preset, **overrides, **tokenizer_config_fields(tokenizer),
+                                                     **config_kwargs)
     return auto_class.from_config(config)
 
 

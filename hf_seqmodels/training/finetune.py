@@ -55,7 +55,8 @@ from ..hub import write_model_card
 from ..metrics import metric_path
 from ..models import BertConfig, RNNConfig
 from .classification_data import LabelSpace, encode_classification, label_space, read_classification_file
-from .cli_common import configure_logging, parse_config_overrides, tokenizer_config_fields
+from .cli_common import build_model as build_family_model
+from .cli_common import configure_logging
 from .plotting import plot_loss_curves, write_history
 from .qa_data import postprocess_predictions, prepare_eval_features, prepare_train_features, read_squad_json
 from .token_classification_data import label_list, predictions_to_tags, read_conll, tokenize_and_align_labels
@@ -175,6 +176,16 @@ def _first(ds: Dataset, n: int | None) -> Dataset:
     return ds if n is None else ds.select(range(min(n, len(ds))))
 
 
+def _logits(predictions) -> np.ndarray:
+    """The logits of ``Trainer.predict``'s predictions (a tuple when the model returns more outputs)."""
+    return predictions[0] if isinstance(predictions, tuple) else predictions
+
+
+def _model_inputs(features: Dataset) -> Dataset:
+    """The features without the bookkeeping columns of QA windows (``example_id``, ``offset_mapping``)."""
+    return features.remove_columns([c for c in ("example_id", "offset_mapping") if c in features.column_names])
+
+
 # ------------------------------------------------------------------------------------------- metrics
 
 def classification_metrics(labels: LabelSpace):
@@ -182,7 +193,7 @@ def classification_metrics(labels: LabelSpace):
     metric = evaluate.load(metric_path("hfsm_classification"), "regression" if labels.is_regression else None)
 
     def compute(prediction: EvalPrediction) -> dict[str, float]:
-        logits = prediction.predictions[0] if isinstance(prediction.predictions, tuple) else prediction.predictions
+        logits = _logits(prediction.predictions)
         if labels.is_regression:
             predicted = np.squeeze(logits, axis=-1)
         else:
@@ -198,7 +209,7 @@ def tagging_metrics(id2label: dict[int, str]):
     metric = evaluate.load(metric_path("hfsm_seqeval"))
 
     def compute(prediction: EvalPrediction) -> dict[str, float]:
-        logits = prediction.predictions[0] if isinstance(prediction.predictions, tuple) else prediction.predictions
+        logits = _logits(prediction.predictions)
         predicted, references = predictions_to_tags(np.argmax(logits, axis=-1), prediction.label_ids, id2label)
         scores = metric.compute(predictions=predicted, references=references)
         return {k: v for k, v in scores.items() if k.startswith("overall_")}
@@ -222,9 +233,7 @@ class QuestionAnsweringTrainer(Trainer):
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"):
         features = eval_dataset if eval_dataset is not None else self.eval_dataset
-        model_inputs = features.remove_columns([c for c in ("example_id", "offset_mapping")
-                                                if c in features.column_names])
-        output = self.predict(model_inputs, ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix)
+        output = self.predict(_model_inputs(features), ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix)
         metrics = dict(output.metrics)
         if self.eval_examples is not None:
             start_logits, end_logits = output.predictions[:2]
@@ -251,32 +260,14 @@ def load_tokenizer(model_args: FinetuneModelArguments):
 
 
 def build_model(model_args: FinetuneModelArguments, task: str, tokenizer, head_config: dict[str, Any]):
-    """The task's head on a saved model (``--model_name_or_path``), or a fresh model from ``--preset``.
-
-    ``head_config`` holds ``num_labels``/``id2label``/``label2id`` (and ``problem_type``)."""
-    auto_class = TASKS[task]
-    if model_args.model_name_or_path is not None:
-        model = auto_class.from_pretrained(model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code,
-                                           **head_config)
-        if model.config.vocab_size < len(tokenizer):
-            raise ValueError(f"The model's vocab_size={model.config.vocab_size} is smaller than the tokenizer's "
-                             f"{len(tokenizer)} tokens: give the tokenizer the model was trained with.")
-        return model
-    if model_args.preset is None:
-        raise ValueError("Give --model_name_or_path (a saved model) or --preset (a fresh one of --model_family).")
-    if model_args.model_family not in MODEL_FAMILIES:
-        raise ValueError(f"Invalid `model_family`={model_args.model_family!r}: expected one of "
-                         f"{', '.join(MODEL_FAMILIES)}.")
-    config_class = MODEL_FAMILIES[model_args.model_family]
-    if model_args.preset not in config_class.PRESETS:
-        raise ValueError(f"Invalid `preset`={model_args.preset!r} for model_family {model_args.model_family}: "
-                         f"expected one of {', '.join(config_class.available_presets())}.")
-    overrides = parse_config_overrides(model_args.config_overrides, config_class)
-    config = config_class.from_preset(model_args.preset, **overrides, **tokenizer_config_fields(tokenizer),
-                                      **head_config)
+    """The task's head on a saved model (``--model_name_or_path``), or a fresh model from ``--preset``
+    (:func:`.cli_common.build_model`). ``head_config`` holds ``num_labels``/``id2label``/``label2id``
+    (and ``problem_type``)."""
     try:
-        return auto_class.from_config(config)
+        return build_family_model(model_args, tokenizer, MODEL_FAMILIES, TASKS[task], **head_config)
     except ValueError as error:
+        if model_args.model_name_or_path or "Unrecognized configuration class" not in str(error):
+            raise
         raise ValueError(f"model_family {model_args.model_family} has no head for the task {task}: {error}") from None
 
 
@@ -389,8 +380,7 @@ def write_test_predictions(trainer: Trainer, data: FinetuneDataArguments, featur
                            head: dict[str, Any], output_dir: Path) -> dict[str, float]:
     """Predict the test split and write ``test_predictions.jsonl`` (one record per example); returns the
     test metrics when the split is labelled."""
-    inputs = features.remove_columns([c for c in ("example_id", "offset_mapping") if c in features.column_names])
-    output = trainer.predict(inputs, metric_key_prefix="test")
+    output = trainer.predict(_model_inputs(features), metric_key_prefix="test")
     logits = output.predictions
     id2label = head.get("id2label")
     if data.task == "question-answering":
@@ -398,7 +388,7 @@ def write_test_predictions(trainer: Trainer, data: FinetuneDataArguments, featur
                                           max_answer_length=data.max_answer_length)
         records = [{"id": k, "prediction_text": v} for k, v in answers.items()]
     else:
-        logits = logits[0] if isinstance(logits, tuple) else logits
+        logits = _logits(logits)
         if data.task == "token-classification":  # CoNLL test files carry tags: they also mark the words
             predicted, _ = predictions_to_tags(np.argmax(logits, axis=-1), output.label_ids, id2label)
             records = [{"tokens": ex["tokens"], "predicted_tags": tags}

@@ -362,6 +362,8 @@ class TrainingLoop:
 
     def stop_signal(self) -> int:
         """The stop signal one of the processes received (the largest number), 0 if none; the same on all."""
+        if self.accelerator.num_processes == 1:  # nothing to agree on: no tensor, no device sync per update
+            return self.stop_signals.received
         flag = torch.tensor(self.stop_signals.received, device=self.accelerator.device)
         return int(self.accelerator.reduce(flag, reduction="max").item())
 

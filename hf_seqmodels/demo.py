@@ -138,6 +138,7 @@ def run_demo(options: DemoOptions) -> dict[str, Any]:
     write_run_model_card(
         str(out), model, tokenizer, results, card_training_args(args), training_data=f"Trained on {source}.", samples=samples,
         prompt=PROMPTS[0], tokenizer_description=f"{options.tokenizer_kind}-level, trained on the training split",
+        eval_dataset=Path(options.corpus_file).stem if options.corpus_file else "tiny_shakespeare",
     )
     if AutoTokenizer.from_pretrained(out)(PROMPTS[0])["input_ids"] != tokenizer(PROMPTS[0])["input_ids"]:
         raise RuntimeError(f"The tokenizer saved in {out} does not encode like the one trained.")

@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import ModelCard, ModelCardData
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 logger = logging.getLogger(__name__)
 
@@ -276,6 +276,62 @@ RESULT_KEYS = ("eval_loss", "eval_perplexity", "eval_bleu", "validation_bleu", "
                "train_tokens_per_second")
 
 
+# the metric part of a result key -> (model-index metric type, metric name shown on the Hub)
+MODEL_INDEX_METRICS = {
+    "perplexity": ("perplexity", "Perplexity"),
+    "loss": ("loss", "Cross-entropy (nats/token)"),
+    "bleu": ("bleu", "BLEU (sacreBLEU)"),
+    "accuracy": ("accuracy", "Accuracy"),
+    "f1": ("f1", "F1"),
+    "precision": ("precision", "Precision"),
+    "recall": ("recall", "Recall"),
+    "exact_match": ("exact_match", "Exact match"),
+    "matthews_correlation": ("matthews_correlation", "Matthews correlation"),
+    "pearson": ("pearsonr", "Pearson correlation"),
+    "spearmanr": ("spearmanr", "Spearman correlation"),
+    "overall_f1": ("f1", "Entity-level F1 (seqeval)"),
+    "overall_precision": ("precision", "Entity-level precision (seqeval)"),
+    "overall_recall": ("recall", "Entity-level recall (seqeval)"),
+    "overall_accuracy": ("accuracy", "Token accuracy"),
+    "mlm_accuracy": ("accuracy", "Masked-LM accuracy"),
+    "mlm_perplexity": ("perplexity", "Masked-LM perplexity"),
+    "nsp_accuracy": ("accuracy", "Next-sentence prediction accuracy"),
+}
+RESULT_SPLITS = {"eval": "validation", "validation": "validation", "test": "test"}
+
+
+def model_index_results(results: dict[str, Any], task: str, dataset: str) -> list[EvalResult]:
+    """The evaluation figures of ``results`` as ``model-index`` entries: every key ``<split>_<metric>``
+    with a split in ``RESULT_SPLITS`` and a metric in ``MODEL_INDEX_METRICS`` whose value is a number."""
+    entries = []
+    for key, value in results.items():
+        split, _, metric = key.partition("_")
+        if split not in RESULT_SPLITS or metric not in MODEL_INDEX_METRICS:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        metric_type, metric_name = MODEL_INDEX_METRICS[metric]
+        entries.append(EvalResult(task_type=task, dataset_type=dataset, dataset_name=dataset,
+                                  dataset_split=RESULT_SPLITS[split], metric_type=metric_type,
+                                  metric_name=metric_name, metric_value=round(float(value), 4)))
+    return entries
+
+
+def family_card_section(model_type: str) -> str | None:
+    """The family's own section of the card (``templates/families/<model_type>.md``), None if it has none."""
+    family = resources.files("hf_seqmodels").joinpath(f"templates/families/{model_type}.md")
+    return family.read_text(encoding="utf-8").strip() if family.is_file() else None
+
+
+def _about(config) -> str:
+    section = family_card_section(config.model_type)
+    if section is None:  # a family defined outside the package: its config's docstring is the best we have
+        logger.warning("No model-card section for %r (hf_seqmodels/templates/families/%s.md); using the "
+                       "config's docstring.", config.model_type, config.model_type)
+        section = (type(config).__doc__ or config.model_type).strip().split("\n\n")[0]
+    return section
+
+
 def summarize_results(results: dict[str, Any]) -> dict[str, Any]:
     """The figures of a training run worth showing on a card (losses in nats per token)."""
     return {k: results[k] for k in RESULT_KEYS if k in results}
@@ -296,6 +352,7 @@ def write_model_card(
     license: str = "apache-2.0",
     datasets: list[str] | None = None,
     images: dict[str, str] | None = None,
+    eval_dataset: str | None = None,
 ) -> Path:
     """Write ``README.md`` (a model card with metadata) into ``output_dir`` and return its path.
 
@@ -304,6 +361,8 @@ def write_model_card(
         training_args: the hyper-parameters to list under "Training procedure".
         samples: generated text to show, keyed by decoding method.
         images: pictures in ``output_dir`` to show under the evaluation, ``{caption: file name}``.
+        eval_dataset: the dataset (Hub id or file name) the ``eval_``/``test_`` figures of ``results`` were
+            measured on; with it they also go into the ``model-index`` metadata the Hub shows as a table.
     """
     output_dir = Path(output_dir)
     config = model.config
@@ -311,12 +370,15 @@ def write_model_card(
     paper, citation = _citations(config)
     results = results or {}
     usage, task = _usage(model)
+    eval_results = model_index_results(results, task, eval_dataset) if eval_dataset else []
     card_data = ModelCardData(
         library_name="transformers",
         license=license,
         pipeline_tag=task,
         tags=["hf_seqmodels", model_type, "custom_code", task],
         datasets=datasets,
+        model_name=(repo_id or output_dir.resolve().name).rsplit("/", 1)[-1] if eval_results else None,
+        eval_results=eval_results or None,
     )
     template = resources.files("hf_seqmodels").joinpath("templates/model_card.md").read_text(encoding="utf-8")
     pictures = {"Loss curve": "loss_curve.png", **(images or {})}
@@ -324,6 +386,7 @@ def write_model_card(
     body = template.format(
         title=f"{type(model).__name__} ({model_type})",
         summary=f"A {ARCHITECTURES.get(model_type, lambda c: model_type)(config)}.",
+        about=_about(config),
         architecture=ARCHITECTURES.get(model_type, lambda c: model_type)(config),
         model_type=model_type,
         model_class=type(model).__name__,

@@ -8,6 +8,7 @@ import random
 
 import pytest
 import torch
+from huggingface_hub import ModelCard
 from safetensors.torch import load_file
 from transformers import AutoModelForPreTraining, AutoTokenizer
 
@@ -171,6 +172,8 @@ def test_pretrain_bert_command_trains_a_tokenizer_and_writes_a_loadable_model(tm
     card = (out / "README.md").read_text()
     assert "AutoModelForPreTraining.from_pretrained" in card and "AutoModelForCausalLM" not in card
     assert "pipeline_tag: fill-mask" in card and "| eval_nsp_accuracy |" in card and "| eval_mlm_accuracy |" in card
+    index = {r.metric_name: r.metric_value for r in ModelCard.load(out / "README.md").data.eval_results}
+    assert index["Next-sentence prediction accuracy"] == round(results["eval_nsp_accuracy"], 4)
     pair = tokenizer("the cat sat", "a dog ran")
     assert pair["token_type_ids"].count(1) == len(tokenizer("a dog ran", add_special_tokens=False)["input_ids"]) + 1
     with pytest.raises(ValueError, match="max_seq_length 64 exceeds"):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from huggingface_hub import ModelCard
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianConfig, MarianMTModel, pipeline
 
@@ -237,7 +238,7 @@ def test_arguments_are_validated():
 
 @pytest.mark.parametrize("family", sorted(MODEL_FAMILIES))
 def test_cli_trains_reports_bleu_and_writes_a_hub_ready_folder(family, tmp_path):
-    run_cli(family, tmp_path, [])
+    run_cli(family, tmp_path, ["--dataset_label", "parallel"])
     out = tmp_path / "run"
     for name in ("config.json", "model.safetensors", "tokenizer.json", "generation_config.json", "README.md",
                  "attention.png", "loss_curve.png", "validation_translations.tsv"):
@@ -246,6 +247,8 @@ def test_cli_trains_reports_bleu_and_writes_a_hub_ready_folder(family, tmp_path)
     assert len(lines) == 7 and lines[0] == "source\thypothesis\treference"
     card = (out / "README.md").read_text()
     assert "| validation_bleu |" in card and "](attention.png)" in card and "AutoModelForSeq2SeqLM" in card
+    index = {(r.metric_type, r.dataset_split, r.dataset_name) for r in ModelCard.load(out / "README.md").data.eval_results}
+    assert {("bleu", "validation", "parallel"), ("perplexity", "validation", "parallel")} <= index
     reloaded = AutoModelForSeq2SeqLM.from_pretrained(out)
     assert reloaded.config.model_type == f"hfsm_{family}" and reloaded.config.decoder_start_token_id == 2
 

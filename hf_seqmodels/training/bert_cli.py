@@ -27,12 +27,14 @@ from ..models import BertConfig
 from .bert_data import SpecialIds, create_pretraining_examples, split_documents, tokenize_documents
 from .bert_trainer import BertPretrainingArguments, BertPretrainingLoop
 from .cli_common import (
+    add_dataset_label_argument,
     add_engine_arguments,
     add_model_arguments,
     add_tokenizer_arguments,
     build_model,
     check_model_arguments,
     configure_logging,
+    dataset_label,
     engine_arguments,
     load_tokenizer,
 )
@@ -59,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "separate documents")
     data.add_argument("--dataset_name", help="a datasets name (instead of --train_file); one record = one document")
     data.add_argument("--dataset_config_name")
+    add_dataset_label_argument(data)
     data.add_argument("--text_column", default="text")
     data.add_argument("--validation_split_percentage", type=float, default=5.0,
                       help="the last N %% of the documents are held out")
@@ -109,7 +112,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     loop = BertPretrainingLoop(model, tokenizer, train, evaluation, training_args, accelerator)
     names = ", ".join(f"`{Path(p).name}`" for p in args.train_file) if args.train_file else f"`{args.dataset_name}`"
     return loop.train(f"Pretrained on {names}: {len(documents) - held_out:,} documents, {len(train):,} sentence "
-                      f"pairs of at most {args.max_seq_length} tokens; {len(tokenizer)}-token WordPiece vocabulary.")
+                      f"pairs of at most {args.max_seq_length} tokens; {len(tokenizer)}-token WordPiece vocabulary.",
+                      dataset_label(args))
 
 
 __all__ = ["MODEL_FAMILIES", "build_parser", "load_documents", "main"]

@@ -168,10 +168,10 @@ class BertPretrainingLoop(TrainingLoop):
 
 def pretrain_bert(model, tokenizer, train_examples: list[dict], eval_examples: list[dict],
                   args: BertPretrainingArguments, accelerator: Accelerator | None = None,
-                  training_data: str | None = None) -> dict[str, Any]:
+                  training_data: str | None = None, eval_dataset: str | None = None) -> dict[str, Any]:
     """Pretrain ``model`` (a ``…ForPreTraining``) on sentence-pair examples; returns the final metrics."""
     accelerator = accelerator or make_accelerator(args)
-    return BertPretrainingLoop(model, tokenizer, train_examples, eval_examples, args, accelerator).train(training_data)
+    return BertPretrainingLoop(model, tokenizer, train_examples, eval_examples, args, accelerator).train(training_data, eval_dataset)
 
 
 __all__ = ["BertPretrainingArguments", "BertPretrainingLoop", "MaskedPairBatches", "evaluate_pretraining",

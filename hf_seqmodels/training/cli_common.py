@@ -140,6 +140,22 @@ def engine_arguments(args: argparse.Namespace, args_class: type):
     return args_class(**{f.name: getattr(args, f.name) for f in dataclasses.fields(args_class)})
 
 
+def add_dataset_label_argument(group) -> None:
+    group.add_argument("--dataset_label", help="the name of the evaluation data in the model card's model-index "
+                       "metadata (default: --dataset_name, or the name of the folder holding the training file)")
+
+
+def dataset_label(args: argparse.Namespace) -> str | None:
+    """What the model card's ``model-index`` calls the data: ``--dataset_label``, ``--dataset_name``, or the
+    folder of the training file (``data/multi30k/train.tsv`` → ``multi30k``)."""
+    if getattr(args, "dataset_label", None) or getattr(args, "dataset_name", None):
+        return args.dataset_label or args.dataset_name
+    train_file = getattr(args, "train_file", None)
+    if isinstance(train_file, list):
+        train_file = train_file[0] if train_file else None
+    return Path(train_file).resolve().parent.name or None if train_file else None
+
+
 def configure_logging() -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     import datasets

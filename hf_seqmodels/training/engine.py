@@ -255,6 +255,7 @@ class TrainingLoop:
         )
         self.state = TrainerState(num_processes=accelerator.num_processes, windows_per_epoch=len(self.batches))
         self.carried = None  # what a task carries from one batch to the next (the TBPTT state)
+        self.eval_dataset: str | None = None  # the held-out data's name on the model card
         self.tokens_seen = 0
         self.last_lr = args.learning_rate
         self.last_checkpoint_step = -1
@@ -446,6 +447,7 @@ class TrainingLoop:
     # ---- the finished model
     def save_final_model(self, results: dict[str, Any], training_data: str | None = None, **card_kwargs) -> None:
         """``save_pretrained`` of the model and tokenizer, generation defaults and the model card."""
+        card_kwargs.setdefault("eval_dataset", self.eval_dataset)
         accelerator = self.accelerator
         accelerator.wait_for_everyone()
         model = accelerator.unwrap_model(self.model)
@@ -460,8 +462,10 @@ class TrainingLoop:
                                  **card_kwargs)
         accelerator.wait_for_everyone()
 
-    def train(self, training_data: str | None = None) -> dict[str, Any]:
-        """Run, save the final model, and return the results."""
+    def train(self, training_data: str | None = None, eval_dataset: str | None = None) -> dict[str, Any]:
+        """Run, save the final model, and return the results. ``training_data`` describes the data on the
+        model card; ``eval_dataset`` names the held-out data in its ``model-index`` metadata."""
+        self.eval_dataset = eval_dataset
         Path(self.args.output_dir).mkdir(parents=True, exist_ok=True)
         logger.info(f"Training {type(self.accelerator.unwrap_model(self.model)).__name__} on "
                     f"{self.accelerator.num_processes} process(es): {len(self.batches)} batches/epoch, "

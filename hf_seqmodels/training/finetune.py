@@ -99,6 +99,8 @@ class FinetuneDataArguments:
     dataset_name: str | None = field(default=None, metadata={
         "help": "a datasets Hub name instead of local files (needs the network), e.g. glue, conll2003, squad"})
     dataset_config_name: str | None = field(default=None, metadata={"help": "e.g. sst2 for glue"})
+    dataset_label: str | None = field(default=None, metadata={
+        "help": "the data's name in the model card's model-index (default: dataset_name, or the training file's folder)"})
     text_column: str | None = field(default=None, metadata={"help": "classification: the (first) text column"})
     text_pair_column: str | None = field(default=None, metadata={"help": "classification: the second sentence"})
     label_column: str = field(default="label", metadata={"help": "classification: the label column"})
@@ -372,6 +374,7 @@ def run(model_args: FinetuneModelArguments, data: FinetuneDataArguments,
             training_args={k: getattr(getattr(training_args, k), "value", getattr(training_args, k)) for k in (
                 "learning_rate", "num_train_epochs", "per_device_train_batch_size", "weight_decay",
                 "warmup_steps", "lr_scheduler_type", "seed")},  # enums (the scheduler type) by their value
+            eval_dataset=data.dataset_label or data.dataset_name or Path(data.train_file).resolve().parent.name,
         )
     return metrics
 

@@ -24,12 +24,14 @@ from transformers import AutoModelForCausalLM
 
 from ..models import NNLMConfig, RNNConfig, TransformerLMConfig
 from .cli_common import (
+    add_dataset_label_argument,
     add_engine_arguments,
     add_model_arguments,
     add_tokenizer_arguments,
     build_model,
     check_model_arguments,
     configure_logging,
+    dataset_label,
     engine_arguments,
     load_tokenizer,
 )
@@ -61,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--validation_file", help="plain .txt file (None: the end of the training text)")
     data.add_argument("--dataset_name", help="a datasets name (instead of --train_file)")
     data.add_argument("--dataset_config_name")
+    add_dataset_label_argument(data)
     data.add_argument("--text_column", default="text")
     data.add_argument("--validation_split_percentage", type=float, default=10.0,
                       help="without validation text: the last N %% of the training text (by characters)")
@@ -89,7 +92,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     logger.info(f"{type(model).__name__} with {model.num_parameters():,} parameters; "
                 f"{train_ids.numel():,} training and {eval_ids.numel():,} validation tokens.")
     return train_causal_lm(model, tokenizer, train_ids, eval_ids, training_args, accelerator,
-                           training_data=describe_data(args, tokenizer))
+                           training_data=describe_data(args, tokenizer), eval_dataset=dataset_label(args))
 
 
 def describe_data(args: argparse.Namespace, tokenizer) -> str:

@@ -165,7 +165,7 @@ class LMTrainingLoop(TrainingLoop):
 
 def train_causal_lm(model: torch.nn.Module, tokenizer, train_ids: torch.Tensor, eval_ids: torch.Tensor,
                     args: LMTrainingArguments, accelerator: Accelerator | None = None,
-                    training_data: str | None = None) -> dict[str, Any]:
+                    training_data: str | None = None, eval_dataset: str | None = None) -> dict[str, Any]:
     """Train ``model`` on the token stream ``train_ids`` ``(L,)``, validate on ``eval_ids`` ``(L_eval,)``.
 
     Every process must call this with the same streams. Returns ``train_loss`` (mean over the
@@ -175,7 +175,7 @@ def train_causal_lm(model: torch.nn.Module, tokenizer, train_ids: torch.Tensor, 
     ``loss_curve.png`` are written to ``args.output_dir``.
     """
     accelerator = accelerator or make_accelerator(args)
-    return LMTrainingLoop(model, tokenizer, train_ids, eval_ids, args, accelerator).train(training_data)
+    return LMTrainingLoop(model, tokenizer, train_ids, eval_ids, args, accelerator).train(training_data, eval_dataset)
 
 
 __all__ = [

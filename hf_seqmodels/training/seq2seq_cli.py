@@ -33,6 +33,7 @@ from transformers import AutoModelForSeq2SeqLM
 
 from ..registry import FAMILIES
 from .cli_common import (
+    add_dataset_label_argument,
     add_engine_arguments,
     add_model_arguments,
     add_source_tokenizer_arguments,
@@ -40,6 +41,7 @@ from .cli_common import (
     build_model,
     check_model_arguments,
     configure_logging,
+    dataset_label,
     engine_arguments,
     load_source_tokenizer,
     load_tokenizer,
@@ -81,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--target_field", default="target", help="TSV column or JSON key of the target (1 for no header)")
     data.add_argument("--dataset_name", help="a datasets name (instead of files), e.g. bentrevett/multi30k")
     data.add_argument("--dataset_config_name")
+    add_dataset_label_argument(data)
     data.add_argument("--max_train_samples", type=int, help="use only the first N training pairs")
     add_engine_arguments(parser, Seq2SeqTrainingArguments, SEQ2SEQ_HELP)
     return parser
@@ -154,7 +157,7 @@ def report_test_set(loop: Seq2SeqTrainingLoop, corpus: ParallelCorpus, name: str
         hyper = {**engine_card_arguments(args, acc.num_processes), **loop.card_arguments()}
         write_run_model_card(args.output_dir, model, loop.tokenizer, {**loop.final_results, **results}, hyper,
                              loop.training_data, samples=samples, tokenizer_description=loop.tokenizer_description(),
-                             images={f"Cross-attention of {name} sentence 1": ATTENTION_PLOT})
+                             images={f"Cross-attention of {name} sentence 1": ATTENTION_PLOT}, eval_dataset=loop.eval_dataset)
     return results
 
 
@@ -183,7 +186,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"{len(train):,} training pairs within the length limits, {len(eval_pairs):,} validation pairs.")
     loop = Seq2SeqTrainingLoop(model, tokenizer, train_pairs, eval_pairs, validation.targets, training_args,
                                accelerator, source_tokenizer=source_tokenizer)
-    results = loop.train(describe_data(args, tokenizer, len(train_pairs), source_tokenizer))
+    results = loop.train(describe_data(args, tokenizer, len(train_pairs), source_tokenizer), dataset_label(args))
     results.update(report_test_set(loop, test or validation, "test" if test else "validation"))
     return results
 

@@ -243,7 +243,8 @@ class Seq2SeqTrainingLoop(TrainingLoop):
 
 def train_seq2seq(model, tokenizer, train_pairs: EncodedPairs, eval_pairs: EncodedPairs, eval_references: list[str],
                   args: Seq2SeqTrainingArguments, accelerator: Accelerator | None = None,
-                  training_data: str | None = None, source_tokenizer=None) -> dict[str, Any]:
+                  training_data: str | None = None, source_tokenizer=None,
+                  eval_dataset: str | None = None) -> dict[str, Any]:
     """Train ``model`` on ``train_pairs``, validate on ``eval_pairs`` (BLEU against ``eval_references``).
     ``tokenizer`` is the target side's; ``source_tokenizer`` the source side's with separate vocabularies.
 
@@ -254,7 +255,7 @@ def train_seq2seq(model, tokenizer, train_pairs: EncodedPairs, eval_pairs: Encod
     accelerator = accelerator or make_accelerator(args)
     loop = Seq2SeqTrainingLoop(model, tokenizer, train_pairs, eval_pairs, eval_references, args, accelerator,
                                source_tokenizer=source_tokenizer)
-    return loop.train(training_data)
+    return loop.train(training_data, eval_dataset)
 
 
 __all__ = [

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
 from pathlib import Path
 
 import pytest
 import safetensors.torch
 from accelerate.commands.config.config_args import ClusterConfig, load_config_from_file
 from accelerate.utils import DistributedType
+from distributed_utils import launch_two_cpu_processes
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "training" / "configs"
@@ -52,30 +49,19 @@ def test_every_model_declares_the_modules_fsdp_wraps():
         assert pretrained and all(cls._no_split_modules for cls in pretrained), module.__name__
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_cpu_2proc_config_trains_on_two_processes(tmp_path):
     train_file = tmp_path / "corpus.txt"
     train_file.write_text(CORPUS, encoding="utf-8")
-    launcher = shutil.which("accelerate") or pytest.fail("the accelerate launcher is not on PATH")
     out = tmp_path / "run"
-    command = [launcher, "launch", "--config_file", str(CONFIGS / "cpu_2proc.yaml"),
-               "--main_process_port", str(_free_port()),  # the file's 29500 may be taken by another run
-               str(REPO / "training" / "train_lm.py"), "--train_file", str(train_file), "--tokenizer_kind", "char",
-               "--min_frequency", "1", "--model_family", "rnn", "--preset", "tiny",
-               "--config_overrides", "cell_type=gru,hidden_size=8", "--per_device_train_batch_size", "2",
-               "--bptt", "16", "--max_steps", "4", "--no-plot", "--disable_tqdm", "--output_dir", str(out),
-               "--use_cpu"]  # Accelerator(cpu=True) in the workers: the multi-GPU launcher does not pass use_cpu on
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    env.pop("ACCELERATE_USE_CPU", None)
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "num_processes': 2" in done.stderr and "global_train_batch_size': 4" in done.stderr
+    argv = ["--train_file", str(train_file), "--tokenizer_kind", "char",
+            "--min_frequency", "1", "--model_family", "rnn", "--preset", "tiny",
+            "--config_overrides", "cell_type=gru,hidden_size=8", "--per_device_train_batch_size", "2",
+            "--bptt", "16", "--max_steps", "4", "--no-plot", "--disable_tqdm", "--output_dir", str(out),
+            "--use_cpu"]  # Accelerator(cpu=True) in the workers: the multi-GPU launcher does not pass use_cpu on
+    # the file's own port 29500 may be taken by another run: the helper passes a free one
+    done = launch_two_cpu_processes("train_lm.py", argv, ["--config_file", str(CONFIGS / "cpu_2proc.yaml")])
+    assert "global_train_batch_size': 4" in done.stderr
     assert "[RANK 0]" in done.stderr
     assert (out / "checkpoint-4").is_dir()
     assert safetensors.torch.load_file(str(out / "model.safetensors"))

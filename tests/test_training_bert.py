@@ -8,6 +8,7 @@ import random
 
 import pytest
 import torch
+from distributed_utils import launch_two_cpu_processes
 from huggingface_hub import ModelCard
 from safetensors.torch import load_file
 from transformers import AutoModelForPreTraining, AutoTokenizer
@@ -180,3 +181,32 @@ def test_pretrain_bert_command_trains_a_tokenizer_and_writes_a_loadable_model(tm
         bert_main(["--train_file", str(corpus), "--preset", "tiny", "--max_seq_length", "64", "--vocab_size", "80",
                    "--min_frequency", "1", "--config_overrides", "max_position_embeddings=32",
                    "--output_dir", str(tmp_path / "bad"), "--disable_tqdm"])
+
+
+@pytest.mark.slow
+def test_two_cpu_processes_match_one_process(tokenizer, tmp_path):
+    """2 gloo processes with 4 sentence pairs each make the same updates as 1 process with 8 (no dropout):
+    the masks are drawn per global batch and the losses are normalised over the whole global batch."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(text_corpus(40, seed=7))
+    tokenizer.save_pretrained(tmp_path / "tok")
+    common = ["--train_file", str(corpus), "--tokenizer_name_or_path", str(tmp_path / "tok"), "--preset", "tiny",
+              "--max_seq_length", "32", "--config_overrides",
+              "max_position_embeddings=32,hidden_dropout_prob=0.0,attention_probs_dropout_prob=0.0",
+              "--validation_split_percentage", "20", "--max_steps", "4", "--logging_steps", "1",
+              "--optimizer", "adamw", "--learning_rate", "1e-3", "--disable_tqdm", "--no-plot"]
+    launch_two_cpu_processes("pretrain_bert.py", [*common, "--output_dir", str(tmp_path / "two"),
+                                                  "--per_device_train_batch_size", "4"])
+    one = bert_main([*common, "--output_dir", str(tmp_path / "one"), "--per_device_train_batch_size", "8",
+                     "--use_cpu"])
+    assert one["steps"] == 4
+    a, b = load_file(str(tmp_path / "two" / "model.safetensors")), load_file(str(tmp_path / "one" / "model.safetensors"))
+    assert a.keys() == b.keys()
+    # A key bias adds q·b to every score of a query, which the softmax cancels: its true gradient is 0 and
+    # Adam turns the rounding noise left in its place into full-size steps that differ between the runs.
+    for name in (n for n in b if not n.endswith("k_proj.bias")):
+        torch.testing.assert_close(a[name], b[name], atol=1e-5, rtol=1e-4)
+    curve = lambda run: [r["train_loss"] for r in json.loads((tmp_path / run / "training_history.json").read_text())  # noqa: E731
+                         if "train_loss" in r]
+    assert len(curve("one")) == 4 and curve("one")[-1] < curve("one")[0]  # the updates did something
+    torch.testing.assert_close(torch.tensor(curve("two")), torch.tensor(curve("one")), atol=1e-5, rtol=1e-5)

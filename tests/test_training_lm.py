@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
-import socket
-import subprocess
 from pathlib import Path
 
 import pytest
 import safetensors.torch
 import torch
+from distributed_utils import launch_two_cpu_processes
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
@@ -358,12 +355,6 @@ def test_cli_end_to_end_char_lstm_reloads_and_generates(tmp_path):
     assert generated.shape == (1, prompt["input_ids"].shape[1] + 5)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_two_cpu_processes_match_one_process(tokenizer, tmp_path):
     """2 gloo processes with 2 rows each compute the same updates as 1 process with 4 rows."""
@@ -374,14 +365,9 @@ def test_two_cpu_processes_match_one_process(tokenizer, tmp_path):
               "--model_family", "rnn", "--preset", "tiny", "--config_overrides", "cell_type=gru,hidden_size=16",
               "--bptt", "16", "--max_steps", "8", "--learning_rate", "0.05", "--optimizer", "adamw",
               "--max_grad_norm", "0.5", "--eval_batch_size", "3", "--no-plot", "--disable_tqdm"]
-    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
-    launcher = shutil.which("accelerate") or pytest.fail("the accelerate launcher is not on PATH")
-    command = [launcher, "launch", "--multi_gpu", "--num_processes", "2", "--main_process_port", str(_free_port()),
-               str(REPO / "training" / "train_lm.py"), *common, "--output_dir", str(tmp_path / "two"),
-               "--per_device_train_batch_size", "2"]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "num_processes': 2" in done.stderr and "global_train_batch_size': 4" in done.stderr
+    done = launch_two_cpu_processes("train_lm.py", [*common, "--output_dir", str(tmp_path / "two"),
+                                                    "--per_device_train_batch_size", "2"])
+    assert "global_train_batch_size': 4" in done.stderr
     one = main([*common, "--output_dir", str(tmp_path / "one"), "--per_device_train_batch_size", "4"])
     two, single = weights(tmp_path / "two"), weights(tmp_path / "one")
     assert one["steps"] == 8 and two.keys() == single.keys()

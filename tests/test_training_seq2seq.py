@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from distributed_utils import launch_two_cpu_processes
 from huggingface_hub import ModelCard
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianConfig, MarianMTModel, pipeline
@@ -363,3 +364,36 @@ def test_cli_refuses_tying_across_vocabularies_and_a_source_size_without_separat
         run_separate("transformer", tmp_path, ["--config_overrides", "share_encoder_decoder_embeddings=true"])
     with pytest.raises(ValueError, match=r"`--source_vocab_size`=30: .*add --separate_vocabularies"):
         run_cli("rnn_seq2seq", tmp_path, ["--source_vocab_size", "30"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["rnn_seq2seq", "transformer"])
+def test_two_cpu_processes_match_one_process(family, tokenizer, tmp_path):
+    """2 gloo processes with 8 pairs each make the same updates as 1 process with 16 (no dropout)."""
+    for split, n, seed in (("train", 48, 1), ("valid", 6, 2)):
+        pairs = reversal_corpus(n, seed)
+        rows = ["src\ttgt"] + [f"{s}\t{t}" for s, t in zip(pairs.sources, pairs.targets, strict=True)]
+        (tmp_path / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    tokenizer.save_pretrained(tmp_path / "tok")
+    common = ["--train_file", str(tmp_path / "train.tsv"), "--validation_file", str(tmp_path / "valid.tsv"),
+              "--source_field", "src", "--target_field", "tgt", "--tokenizer_name_or_path", str(tmp_path / "tok"),
+              "--model_family", family, "--preset", "tiny", "--num_train_epochs", "2", "--max_steps", "5",
+              "--optimizer", "adamw", "--learning_rate", "1e-2", "--max_grad_norm", "1.0", "--eval_num_beams", "1",
+              "--eval_max_new_tokens", "4", "--logging_steps", "1", "--disable_tqdm", "--no-plot"]
+    if family == "transformer":
+        common += ["--config_overrides", "dropout=0.0,attention_dropout=0.0,activation_dropout=0.0"]
+    launch_two_cpu_processes("train_seq2seq.py", [*common, "--output_dir", str(tmp_path / "two"),
+                                                  "--per_device_train_batch_size", "8"])
+    one = seq2seq_main([*common, "--output_dir", str(tmp_path / "one"), "--per_device_train_batch_size", "16"])
+    two = json.loads((tmp_path / "two" / "training_history.json").read_text())
+    single = json.loads((tmp_path / "one" / "training_history.json").read_text())
+    assert one["steps"] == 5
+    a, b = load_file(str(tmp_path / "two" / "model.safetensors")), load_file(str(tmp_path / "one" / "model.safetensors"))
+    assert a.keys() == b.keys()
+    # A key bias adds q·b to every score of a query, which the softmax cancels: its true gradient is 0 and
+    # Adam turns the rounding noise left in its place into full-size steps that differ between the runs.
+    for name in (n for n in b if not n.endswith("k_proj.bias")):
+        torch.testing.assert_close(a[name], b[name], atol=1e-5, rtol=1e-4)
+    curve = lambda history: [r["train_loss"] for r in history if "train_loss" in r]  # noqa: E731
+    assert len(curve(single)) == 5 and curve(single)[-1] < curve(single)[0]  # the updates did something
+    torch.testing.assert_close(torch.tensor(curve(two)), torch.tensor(curve(single)), atol=1e-5, rtol=1e-5)

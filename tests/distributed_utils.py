@@ -1,0 +1,39 @@
+"""Launching a training script on 2 CPU processes (DDP over gloo) from a test."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch_two_cpu_processes(script: str, argv: list[str], launch_args: list[str] | None = None,
+                             env: dict[str, str] | None = None, timeout: int = 180) -> subprocess.CompletedProcess:
+    """``accelerate launch`` of ``training/<script>`` on 2 CPU processes, one thread each; fails the test
+    with the end of the log if the run fails. ``launch_args`` default to ``--multi_gpu --num_processes 2``
+    with ``ACCELERATE_USE_CPU=1``; with other ``launch_args`` (a config file) the variable is unset, so the
+    file decides."""
+    launcher = shutil.which("accelerate") or pytest.fail("the accelerate launcher is not on PATH")
+    if launch_args is None:
+        launch_args = ["--multi_gpu", "--num_processes", "2"]
+        env = {"ACCELERATE_USE_CPU": "1", **(env or {})}
+    inherited = {k: v for k, v in os.environ.items() if k != "ACCELERATE_USE_CPU"}
+    full_env = {**inherited, "OMP_NUM_THREADS": "1", **(env or {})}
+    command = [launcher, "launch", *launch_args, "--main_process_port", str(free_port()),
+               str(REPO / "training" / script), *argv]
+    done = subprocess.run(command, env=full_env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "num_processes': 2" in done.stderr
+    return done

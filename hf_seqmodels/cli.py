@@ -1,5 +1,5 @@
 """The ``hf-seqmodels`` command: ``demo``, ``train-lm``, ``train-seq2seq``, ``pretrain-bert``, ``finetune``,
-``train-tokenizer`` and ``push``."""
+``train-tokenizer``, ``ngram`` and ``push``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 COMMANDS = {"train-lm": ".training.lm_cli", "train-seq2seq": ".training.seq2seq_cli",
             "pretrain-bert": ".training.bert_cli", "finetune": ".training.finetune",
-            "train-tokenizer": ".tokenization.cli"}
+            "train-tokenizer": ".tokenization.cli", "ngram": ".training.ngram_cli"}
 
 
 def _demo_parser(subparsers) -> None:
@@ -103,6 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                           "(same options as training/finetune.py)", add_help=False)
     subparsers.add_parser("train-tokenizer", help="train a tokenizer (same options as "
                           "tokenizer_scripts/train_tokenizer.py)", add_help=False)
+    subparsers.add_parser("ngram", help="fit an n-gram LM (add-k or Kneser-Ney) and report validation perplexity "
+                          "(same options as training/train_ngram.py)", add_help=False)
     if argv and argv[0] in COMMANDS:
         module = importlib.import_module(COMMANDS[argv[0]], __package__)
         module.main(argv[1:])

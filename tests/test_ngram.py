@@ -335,3 +335,14 @@ def test_command_line_line_by_line_and_script(tmp_path):
     saved = json.loads((out / "eval_results.json").read_text())
     assert saved["eval_tokens"] == 7 + 1 + 4 + 1  # words and punctuation of both lines, plus one <eos> each
     assert saved["smoothing"] == "add_k" and "sample" not in saved
+
+
+def test_hf_seqmodels_ngram_subcommand(tmp_path, capsys):
+    from hf_seqmodels.cli import main as hf_seqmodels_main
+
+    text = tmp_path / "train.txt"
+    text.write_text(CORPUS)
+    assert hf_seqmodels_main(["ngram", "--train_file", str(text), "--preset", "bigram-laplace",
+                              "--num_sample_tokens", "0", "--output_dir", str(tmp_path / "run")]) == 0
+    assert "Validation perplexity" in capsys.readouterr().out
+    assert json.loads((tmp_path / "run" / "eval_results.json").read_text())["smoothing"] == "add_k"

@@ -42,6 +42,9 @@ from .models import (
     RNNSeq2SeqConfig,
     RNNSeq2SeqForConditionalGeneration,
     RNNSeq2SeqModel,
+    TextCNNConfig,
+    TextCNNForSequenceClassification,
+    TextCNNModel,
     TransformerConfig,
     TransformerForCausalLM,
     TransformerForConditionalGeneration,
@@ -70,6 +73,7 @@ FAMILIES = {
         AutoModelForQuestionAnswering: BertForQuestionAnswering,
         AutoModelForMultipleChoice: BertForMultipleChoice,
     },
+    TextCNNConfig: {AutoModel: TextCNNModel, AutoModelForSequenceClassification: TextCNNForSequenceClassification},
 }
 
 _registered = False

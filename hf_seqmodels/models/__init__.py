@@ -13,6 +13,7 @@ weights, so everything here imports only torch, transformers, the standard libra
   and feed-forward blocks of the Transformer family (and BERT); ``transformer_layers.py`` – its layers,
   whose encoder layer is also BERT's (``configuration_bert.py``, ``modeling_bert.py``);
 * ``teacher_forcing.py`` – decoder inputs and the label-smoothed token loss of the encoder-decoders;
+* ``configuration_textcnn.py``, ``modeling_textcnn.py`` – TextCNN (Kim 2014), filters over word vectors;
 * ``config_utils.py`` – presets and config validation; ``input_checks.py`` – input validation.
 """
 
@@ -21,6 +22,7 @@ from .configuration_bert import BertConfig
 from .configuration_nnlm import NNLMConfig
 from .configuration_rnn import RNNConfig
 from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
+from .configuration_textcnn import TextCNNConfig
 from .configuration_transformer import TransformerConfig, TransformerLMConfig
 from .modeling_bert import (
     BertForMaskedLM,
@@ -46,6 +48,12 @@ from .modeling_rnn_seq2seq import (
     RNNSeq2SeqForConditionalGeneration,
     RNNSeq2SeqModel,
     RNNSeq2SeqPreTrainedModel,
+)
+from .modeling_textcnn import (
+    TextCNNForSequenceClassification,
+    TextCNNModel,
+    TextCNNModelOutput,
+    TextCNNPreTrainedModel,
 )
 from .modeling_transformer import (
     TransformerForCausalLM,
@@ -86,6 +94,11 @@ __all__ = [
     "RecurrentStack",
     "RecurrentState",
     "MultiHeadAttention",
+    "TextCNNConfig",
+    "TextCNNForSequenceClassification",
+    "TextCNNModel",
+    "TextCNNModelOutput",
+    "TextCNNPreTrainedModel",
     "TransformerConfig",
     "TransformerForCausalLM",
     "TransformerForConditionalGeneration",

@@ -53,11 +53,12 @@ from transformers import (
 
 from ..hub import write_model_card
 from ..metrics import metric_path
-from ..models import BertConfig, RNNConfig
+from ..models import BertConfig, RNNConfig, TextCNNConfig
 from .classification_data import LabelSpace, encode_classification, label_space, read_classification_file
 from .cli_common import build_model as build_family_model
 from .cli_common import configure_logging
 from .plotting import plot_loss_curves, write_history
+from .pretrained_embeddings import check_embedding_source, initialise_embeddings
 from .qa_data import postprocess_predictions, prepare_eval_features, prepare_train_features, read_squad_json
 from .token_classification_data import label_list, predictions_to_tags, read_conll, tokenize_and_align_labels
 
@@ -68,7 +69,7 @@ TASKS = {
     "token-classification": AutoModelForTokenClassification,
     "question-answering": AutoModelForQuestionAnswering,
 }
-MODEL_FAMILIES = {"bert": BertConfig, "rnn": RNNConfig}
+MODEL_FAMILIES = {"bert": BertConfig, "rnn": RNNConfig, "textcnn": TextCNNConfig}
 
 
 @dataclass
@@ -85,6 +86,9 @@ class FinetuneModelArguments:
     tokenizer_name_or_path: str | None = field(default=None, metadata={
         "help": "tokenizer folder (default: the model's); required with --preset"})
     trust_remote_code: bool = field(default=False, metadata={"help": "allow a Hub model's own code"})
+    pretrained_embeddings: str | None = field(default=None, metadata={
+        "help": "textcnn: initial input embeddings from word vectors (word2vec text file or WordVectors folder); "
+                "the config's embedding_mode (static, non-static, multichannel) decides whether they are trained"})
 
 
 @dataclass
@@ -335,6 +339,13 @@ def run(model_args: FinetuneModelArguments, data: FinetuneDataArguments,
     tokenizer = load_tokenizer(model_args)
     features, head, compute_metrics, collator = prepare(data, splits, tokenizer)
     model = build_model(model_args, data.task, tokenizer, head)
+    check_embedding_source(model, model_args.pretrained_embeddings)
+    widest_filter = max(getattr(model.config, "filter_sizes", None) or [0])
+    if widest_filter > data.max_seq_length:
+        raise ValueError(f"Invalid `max_seq_length`={data.max_seq_length}: the model's widest filter spans "
+                         f"{widest_filter} tokens (filter_sizes={model.config.filter_sizes}); give at least that many.")
+    if model_args.pretrained_embeddings:
+        initialise_embeddings(model, model_args.pretrained_embeddings, tokenizer, seed=training_args.seed)
     logger.info("Fine-tuning %s (%s parameters) on %d training examples (%d features)", type(model).__name__,
                 f"{model.num_parameters():,}", len(splits["train"]), len(features["train"]))
     trainer_class = Trainer
@@ -366,6 +377,8 @@ def run(model_args: FinetuneModelArguments, data: FinetuneDataArguments,
         train_source = Path(data.train_file).name if data.train_file else data.dataset_name
         held_out = f", evaluated on `{Path(data.validation_file).name}`" if data.validation_file else ""
         start = model_args.model_name_or_path or f"random initialisation (preset {model_args.preset})"
+        if model_args.pretrained_embeddings:
+            start += f" with input embeddings from `{Path(model_args.pretrained_embeddings).name}`"
         shown = {k: v for k, v in metrics.items() if not k.endswith(("_runtime", "_per_second", "epoch"))}
         write_model_card(
             output_dir, trainer.model, tokenizer, shown,

@@ -14,6 +14,9 @@ from .models import (
     BertForSequenceClassification,
     BertForTokenClassification,
     BertModel,
+    BiLSTMCRFConfig,
+    BiLSTMCRFForTokenClassification,
+    BiLSTMCRFModel,
     NNLMConfig,
     NNLMForCausalLM,
     RecurrentState,
@@ -43,6 +46,9 @@ register_pipelines()
 __version__ = "0.1.0"
 
 __all__ = [
+    "BiLSTMCRFConfig",
+    "BiLSTMCRFForTokenClassification",
+    "BiLSTMCRFModel",
     "BertConfig",
     "BertForMaskedLM",
     "BertForMultipleChoice",

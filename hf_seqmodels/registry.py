@@ -32,6 +32,9 @@ from .models import (
     BertForSequenceClassification,
     BertForTokenClassification,
     BertModel,
+    BiLSTMCRFConfig,
+    BiLSTMCRFForTokenClassification,
+    BiLSTMCRFModel,
     NNLMConfig,
     NNLMForCausalLM,
     RNNConfig,
@@ -53,6 +56,7 @@ from .models import (
 )
 
 FAMILIES = {
+    BiLSTMCRFConfig: {AutoModel: BiLSTMCRFModel, AutoModelForTokenClassification: BiLSTMCRFForTokenClassification},
     NNLMConfig: {AutoModelForCausalLM: NNLMForCausalLM},
     RNNConfig: {
         AutoModel: RNNModel,

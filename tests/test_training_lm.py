@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
 
 import pytest
 import safetensors.torch
 import torch
+from accelerate.state import AcceleratorState
 from distributed_utils import launch_two_cpu_processes
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
@@ -31,6 +33,7 @@ from hf_seqmodels.training.data import (
     split_for_validation,
     tokenize_texts,
 )
+from hf_seqmodels.training.engine import make_accelerator
 from hf_seqmodels.training.lm_cli import build_parser, main
 from hf_seqmodels.training.lm_trainer import is_stateful
 from hf_seqmodels.training.schedules import lr_factor
@@ -375,3 +378,83 @@ def test_two_cpu_processes_match_one_process(tokenizer, tmp_path):
         torch.testing.assert_close(two[name], single[name], atol=1e-5, rtol=1e-5)
     # the biases start at zero: training moved them far beyond the tolerance
     assert single["lm_head.bias"].abs().max() > 1e-2
+
+
+# --------------------------------------------------------------------------- engine options
+
+
+@pytest.fixture
+def fresh_accelerator_state():
+    """accelerate keeps one state per Python process and refuses to change its mixed precision: start this
+    test from none and leave none behind."""
+    AcceleratorState._reset_state(reset_partial_state=True)
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def test_bf16_autocast_on_cpu_trains_close_to_fp32_but_not_identically(tokenizer, corpus_ids, tmp_path,
+                                                                       fresh_accelerator_state):
+    train, held_out = corpus_ids
+    fp32 = train_causal_lm(tiny_transformer_lm(len(tokenizer)), tokenizer, train, held_out,
+                           engine_args(tmp_path / "fp32", max_steps=6, use_cpu=True))
+    AcceleratorState._reset_state(reset_partial_state=True)
+    bf16 = train_causal_lm(tiny_transformer_lm(len(tokenizer)), tokenizer, train, held_out,
+                           engine_args(tmp_path / "bf16", max_steps=6, use_cpu=True, mixed_precision="bf16"))
+    assert math.isfinite(bf16["eval_loss"]) and bf16["eval_loss"] != fp32["eval_loss"]  # autocast was on
+    assert bf16["eval_loss"] == pytest.approx(fp32["eval_loss"], rel=0.05)
+    assert {t.dtype for t in weights(tmp_path / "bf16").values()} == {torch.float32}  # fp32 master weights
+
+
+def test_fp16_on_cpu_and_unknown_options_are_refused_by_name(tmp_path, fresh_accelerator_state):
+    with pytest.raises(ValueError, match=r"`mixed_precision`.*'fp16'.*'bf16' or 'no' on a CPU"):
+        make_accelerator(engine_args(tmp_path, use_cpu=True, mixed_precision="fp16"))
+    with pytest.raises(ValueError, match=r"`mixed_precision`.*'bf8'"):
+        engine_args(tmp_path, mixed_precision="bf8")
+    with pytest.raises(ValueError, match=r"`report_to`.*'tensorbord'.*'tensorboard'"):
+        engine_args(tmp_path, report_to="tensorbord")
+    assert engine_args(tmp_path, report_to=" none ").trackers == []
+    assert engine_args(tmp_path, report_to="tensorboard, wandb").trackers == ["tensorboard", "wandb"]
+
+
+def test_tensorboard_receives_the_logged_history(tokenizer, corpus_ids, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    train, held_out = corpus_ids
+    args = engine_args(tmp_path, max_steps=10, logging_steps=2, use_cpu=True, report_to="tensorboard")
+    train_causal_lm(tiny_lstm(len(tokenizer)), tokenizer, train, held_out, args)
+    history = json.loads((tmp_path / "training_history.json").read_text())
+    events = EventAccumulator(str(next((tmp_path / "runs").rglob("events.out.tfevents.*")).parent))
+    events.Reload()
+    logged = [(e.step, e.value) for e in events.Scalars("train_loss")]
+    expected = [(r["step"], r["train_loss"]) for r in history if "train_loss" in r]
+    assert [s for s, _ in logged] == [s for s, _ in expected] == [2, 4, 6, 8, 10]
+    assert [v for _, v in logged] == pytest.approx([v for _, v in expected], rel=1e-6)
+    assert [e.step for e in events.Scalars("eval_loss")] == [10]
+
+
+def test_gradient_checkpointing_trains_the_same_weights_and_is_refused_without_layers(tokenizer, corpus_ids,
+                                                                                       tmp_path):
+    train, held_out = corpus_ids
+    for name, recompute in (("plain", False), ("recomputed", True)):
+        train_causal_lm(tiny_transformer_lm(len(tokenizer)), tokenizer, train, held_out,
+                        engine_args(tmp_path / name, max_steps=4, use_cpu=True, gradient_checkpointing=recompute))
+    plain, recomputed = weights(tmp_path / "plain"), weights(tmp_path / "recomputed")
+    for key in plain:
+        torch.testing.assert_close(recomputed[key], plain[key])
+    with pytest.raises(ValueError, match=r"`gradient_checkpointing`.*False for RNNForCausalLM"):
+        train_causal_lm(tiny_lstm(len(tokenizer)), tokenizer, train, held_out,
+                        engine_args(tmp_path / "rnn", max_steps=1, use_cpu=True, gradient_checkpointing=True))
+
+
+@pytest.mark.slow
+def test_torch_compile_trains_like_eager(tokenizer, corpus_ids, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="hf_seqmodels")
+    train, held_out = corpus_ids
+    eager = train_causal_lm(tiny_transformer_lm(len(tokenizer)), tokenizer, train, held_out,
+                            engine_args(tmp_path / "eager", max_steps=3, use_cpu=True))
+    compiled = train_causal_lm(tiny_transformer_lm(len(tokenizer)), tokenizer, train, held_out,
+                               engine_args(tmp_path / "compiled", max_steps=3, use_cpu=True, torch_compile=True))
+    assert compiled["eval_loss"] == pytest.approx(eager["eval_loss"], rel=1e-4)
+    assert "compiled" in caplog.text  # the engine says so (a silently ignored option would pass the lines above)
+    assert set(weights(tmp_path / "compiled")) == set(weights(tmp_path / "eager"))  # no "_orig_mod." prefixes
+    AutoModelForCausalLM.from_pretrained(tmp_path / "compiled")

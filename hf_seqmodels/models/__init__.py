@@ -14,16 +14,20 @@ weights, so everything here imports only torch, transformers, the standard libra
   whose encoder layer is also BERT's (``configuration_bert.py``, ``modeling_bert.py``);
 * ``teacher_forcing.py`` – decoder inputs and the label-smoothed token loss of the encoder-decoders;
 * ``configuration_textcnn.py``, ``modeling_textcnn.py`` – TextCNN (Kim 2014), filters over word vectors;
+* ``configuration_bilstm_crf.py``, ``modeling_bilstm_crf.py`` – the BiLSTM-CRF tagger; ``crf.py`` – its
+  linear-chain CRF; ``char_encoder.py`` – character-level word representations (tagger and RNN LMs);
 * ``config_utils.py`` – presets and config validation; ``input_checks.py`` – input validation.
 """
 
 from .attention_state import AttentionDecoderState
 from .configuration_bert import BertConfig
+from .configuration_bilstm_crf import BiLSTMCRFConfig
 from .configuration_nnlm import NNLMConfig
 from .configuration_rnn import RNNConfig
 from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from .configuration_textcnn import TextCNNConfig
 from .configuration_transformer import TransformerConfig, TransformerLMConfig
+from .crf import LinearChainCRF
 from .modeling_bert import (
     BertForMaskedLM,
     BertForMultipleChoice,
@@ -36,6 +40,7 @@ from .modeling_bert import (
     BertModel,
     BertPreTrainedModel,
 )
+from .modeling_bilstm_crf import BiLSTMCRFForTokenClassification, BiLSTMCRFModel, BiLSTMCRFPreTrainedModel
 from .modeling_nnlm import NNLMForCausalLM, NNLMPreTrainedModel
 from .modeling_rnn import (
     RNNForCausalLM,
@@ -66,6 +71,11 @@ from .recurrent_stack import RecurrentStack
 from .state_cache import RecurrentState
 
 __all__ = [
+    "BiLSTMCRFConfig",
+    "BiLSTMCRFForTokenClassification",
+    "BiLSTMCRFModel",
+    "BiLSTMCRFPreTrainedModel",
+    "LinearChainCRF",
     "BertConfig",
     "BertForMaskedLM",
     "BertForMultipleChoice",

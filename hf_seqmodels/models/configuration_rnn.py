@@ -5,6 +5,7 @@ from __future__ import annotations
 from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
 
+from .char_encoder import DEFAULT_CHAR_VOCAB, check_char_encoder_fields
 from .config_utils import (
     PresetMixin,
     check_choice,
@@ -41,6 +42,14 @@ class RNNConfig(PresetMixin, PreTrainedConfig):
         classifier_dropout: dropout before the classification layer (``None``: hidden_dropout_prob).
         init_range: weights are initialised uniformly in ``[-init_range, init_range]`` (Zaremba
             et al. use 0.1 / 0.05 / 0.04).
+        char_encoder: None (default), ``"cnn"`` or ``"lstm"``: a character-level word representation
+            concatenated with the token embedding (:mod:`char_encoder`); the recurrent stack's input
+            grows by its size. Generation looks each token's characters up in the model's table.
+        char_vocab: the characters the character encoder knows (string or list; default: printable
+            ASCII and Latin-1 letters).
+        char_embedding_size, char_hidden_size, char_kernel_size, char_max_word_length: the character
+            encoder's embedding size, filters (CNN) or state size per direction (LSTM), CNN window and
+            characters kept per token.
     """
 
     model_type = "hfsm_rnn"
@@ -79,8 +88,16 @@ class RNNConfig(PresetMixin, PreTrainedConfig):
     pad_token_id: int | None = 0
     bos_token_id: int | None = 2
     eos_token_id: int | list[int] | None = 3
+    char_encoder: str | None = None
+    char_vocab: str | list[str] | None = None
+    char_embedding_size: int = 25
+    char_hidden_size: int = 25
+    char_kernel_size: int = 3
+    char_max_word_length: int = 20
 
     def __post_init__(self, **kwargs):
+        if self.char_encoder is not None and self.char_vocab is None:
+            self.char_vocab = DEFAULT_CHAR_VOCAB
         if self.embedding_size is None:
             self.embedding_size = self.hidden_size
         super().__post_init__(**kwargs)
@@ -96,6 +113,7 @@ class RNNConfig(PresetMixin, PreTrainedConfig):
         check_token_id("bos_token_id", self.bos_token_id, self.vocab_size)
         for eos in self.eos_token_id if isinstance(self.eos_token_id, list) else [self.eos_token_id]:
             check_token_id("eos_token_id", eos, self.vocab_size)
+        check_char_encoder_fields(self)
         if self.tie_word_embeddings and self.bidirectional:
             raise invalid("tie_word_embeddings", True, "False when bidirectional=True (no LM head to tie)")
 

@@ -1,7 +1,7 @@
 """RNN / LSTM / GRU models: language model, sentence classifier and token tagger.
 
-All three heads share :class:`RNNModel` (embeddings + :class:`RecurrentStack`). The recurrent
-state is the generation cache (:class:`RecurrentState`), so ``generate()`` runs greedy search,
+All three heads share :class:`RNNModel`: embeddings (optionally concatenated with a character-level
+word encoding, :mod:`char_encoder`) and :class:`RecurrentStack`. The recurrent state is the generation cache (:class:`RecurrentState`), so ``generate()`` runs greedy search,
 sampling and beam search by feeding one token at a time to the fused kernel.
 """
 
@@ -21,6 +21,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils.generic import can_return_tuple
 
+from .char_encoder import build_char_encoder, char_output_size, embed_words, fill_char_tables
 from .config_utils import invalid
 from .configuration_rnn import RNNConfig
 from .input_checks import check_input_ids, current_mask
@@ -58,24 +59,31 @@ class RNNPreTrainedModel(PreTrainedModel):
     def _init_weights(self, module):
         """Uniform initialisation in ``[-init_range, init_range]`` (Zaremba et al. 2014)."""
         r = self.config.init_range
-        if isinstance(module, (nn.Linear, nn.Embedding, nn.RNNBase)):
+        if isinstance(module, (nn.Linear, nn.Embedding, nn.Conv1d, nn.RNNBase)):
             for name, param in module.named_parameters(recurse=False):
-                if name.startswith("bias") and isinstance(module, nn.Linear):
+                if name.startswith("bias") and isinstance(module, (nn.Linear, nn.Conv1d)):
                     init.zeros_(param)
                 else:
                     init.uniform_(param, -r, r)
 
+    def bind_tokenizer(self, tokenizer) -> None:
+        """Fill the character encoder's table of each token's characters from ``tokenizer`` (a no-op
+        without a character encoder)."""
+        fill_char_tables(self, tokenizer)
+
 
 class RNNModel(RNNPreTrainedModel):
-    """Token embeddings, dropout and the recurrent stack; the body of every RNN head."""
+    """Token embeddings (optionally ``[e_word ; c(w)]`` with characters), dropout and the recurrent
+    stack; the body of every RNN head."""
 
     def __init__(self, config: RNNConfig):
         super().__init__(config)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.embedding_size)
+        self.char_encoder = build_char_encoder(config)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.encoder = RecurrentStack(
             config.cell_type,
-            input_size=config.embedding_size,
+            input_size=config.embedding_size + char_output_size(config),
             hidden_size=config.hidden_size,
             num_layers=config.num_hidden_layers,
             bidirectional=config.bidirectional,
@@ -97,6 +105,7 @@ class RNNModel(RNNPreTrainedModel):
         past_key_values: RecurrentState | None = None,
         use_cache: bool | None = None,
         output_hidden_states: bool | None = None,
+        char_input_ids: torch.LongTensor | None = None,
         **kwargs,
     ) -> RNNModelOutput:
         """
@@ -105,11 +114,14 @@ class RNNModel(RNNPreTrainedModel):
             attention_mask: ``(batch, time)`` or, during generation, ``(batch, past + time)``;
                 0 marks padding, which never changes the state.
             past_key_values: state from an earlier call to continue from (None: zeros).
+            char_input_ids: ``(batch, time, max_word_length)`` character ids of each token, for a model
+                with a character encoder (default: looked up from the token ids).
         """
         check_input_ids(input_ids, self.config.vocab_size)
         use_cache = use_cache if use_cache is not None else self.config.use_cache
         mask = current_mask(attention_mask, input_ids)
-        embeddings = self.dropout(self.embed_tokens(input_ids))  # (B, T, E)
+        words = embed_words(self.embed_tokens, self.char_encoder, input_ids, char_input_ids)  # (B, T, E + C)
+        embeddings = self.dropout(words)
         state = past_key_values.tensors if past_key_values is not None else None
         outputs, final = self.encoder(embeddings, state, mask)  # (B, T, D*H)
         seen = 0 if past_key_values is None else past_key_values.seq_length
@@ -159,6 +171,7 @@ class RNNForCausalLM(RNNPreTrainedModel, StatefulGenerationMixin):
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         output_hidden_states: bool | None = None,
+        char_input_ids: torch.LongTensor | None = None,
         **kwargs,
     ) -> CausalLMOutputWithPast:
         """
@@ -176,6 +189,7 @@ class RNNForCausalLM(RNNPreTrainedModel, StatefulGenerationMixin):
             past_key_values=past_key_values,
             use_cache=use_cache,
             output_hidden_states=output_hidden_states,
+            char_input_ids=char_input_ids,
         )
         hidden = self.dropout(out.last_hidden_state)
         if self.output_projection is not None:
@@ -212,9 +226,9 @@ class RNNClassifierBase(RNNPreTrainedModel):
         self.classifier = nn.Linear(self.model.encoder.output_size, config.num_labels)
         self.post_init()
 
-    def encode(self, input_ids, attention_mask, output_hidden_states) -> RNNModelOutput:
+    def encode(self, input_ids, attention_mask, output_hidden_states, char_input_ids=None) -> RNNModelOutput:
         return self.model(input_ids, attention_mask=attention_mask, use_cache=False,
-                          output_hidden_states=output_hidden_states)
+                          output_hidden_states=output_hidden_states, char_input_ids=char_input_ids)
 
 
 class RNNForSequenceClassification(RNNClassifierBase):
@@ -232,10 +246,11 @@ class RNNForSequenceClassification(RNNClassifierBase):
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
+        char_input_ids: torch.LongTensor | None = None,
         **kwargs,
     ) -> SequenceClassifierOutput:
         """Returns ``logits`` ``(batch, num_labels)``; padding (attention_mask 0) never changes them."""
-        out = self.encode(input_ids, attention_mask, output_hidden_states)
+        out = self.encode(input_ids, attention_mask, output_hidden_states, char_input_ids)
         mask = current_mask(attention_mask, input_ids)
         pooled = pool_outputs(out.last_hidden_state, out.final_state, mask, self.config.pooling)
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
@@ -253,10 +268,11 @@ class RNNForTokenClassification(RNNClassifierBase):
         attention_mask: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         output_hidden_states: bool | None = None,
+        char_input_ids: torch.LongTensor | None = None,
         **kwargs,
     ) -> TokenClassifierOutput:
         """Returns ``logits`` ``(batch, time, num_labels)``; labels ``-100`` are ignored."""
-        out = self.encode(input_ids, attention_mask, output_hidden_states)
+        out = self.encode(input_ids, attention_mask, output_hidden_states, char_input_ids)
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, num_labels)
         loss = self.loss_function(logits, labels, self.config, **kwargs) if labels is not None else None
         return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states)

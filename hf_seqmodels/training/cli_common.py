@@ -38,6 +38,10 @@ ENGINE_HELP = {
     "generation_max_new_tokens": "max_new_tokens of the saved generation_config",
     "mixed_precision": "no, fp16 or bf16 (accelerate)",
     "use_cpu": "force the CPU even when a GPU is present",
+    "report_to": "experiment trackers (accelerate): none, all, or a list such as tensorboard,wandb; "
+                 "they write under OUTPUT_DIR/runs",
+    "gradient_checkpointing": "recompute each layer's activations in the backward pass (Transformer, BERT)",
+    "torch_compile": "compile the model with torch.compile (inductor) before training",
 }
 
 
@@ -106,11 +110,19 @@ def build_model(args, tokenizer, families: dict[str, type], auto_class, **config
         if model.config.vocab_size < len(tokenizer):
             raise ValueError(f"The model's vocab_size={model.config.vocab_size} is smaller than the tokenizer's "
                              f"{len(tokenizer)} tokens: give the tokenizer the model was trained with.")
-        return model
+        return bind_tokenizer(model, tokenizer)
     overrides = check_model_arguments(args, families)
     config = families[args.model_family].from_preset(args.preset, **overrides, **tokenizer_config_fields(tokenizer),
                                                      **config_kwargs)
-    return auto_class.from_config(config)
+    return bind_tokenizer(auto_class.from_config(config), tokenizer)
+
+
+def bind_tokenizer(model, tokenizer):
+    """Let a model copy what it needs from its tokenizer (``model.bind_tokenizer``: the characters of each
+    token for a character encoder, the special-token ids a tagger leaves untagged); returns the model."""
+    if hasattr(model, "bind_tokenizer"):
+        model.bind_tokenizer(tokenizer)
+    return model
 
 
 def add_model_arguments(parser: argparse.ArgumentParser, families: dict[str, type], default: str, examples: str) -> None:

@@ -44,7 +44,7 @@ from typing import Any
 import torch
 from accelerate import Accelerator
 from accelerate.logging import get_logger
-from accelerate.utils import DistributedType, set_seed
+from accelerate.utils import DistributedType, LoggerType, set_seed
 from tqdm.auto import tqdm
 
 from ..models.config_utils import invalid
@@ -57,6 +57,8 @@ logger = get_logger(__name__)
 OPTIMIZERS = ("sgd", "adamw")
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 SHARDED_TYPES = (DistributedType.FSDP, DistributedType.DEEPSPEED)  # not supported by the checkpoints yet
+MIXED_PRECISIONS = ("no", "fp16", "bf16")
+TRACKERS = tuple(t.value for t in LoggerType)  # tensorboard, wandb, mlflow, ... and "all"
 
 
 class TrainingInterrupted(SystemExit):
@@ -142,6 +144,9 @@ class EngineArguments:
     mixed_precision: str = "no"
     use_cpu: bool = False
     disable_tqdm: bool = False
+    report_to: str = "none"
+    gradient_checkpointing: bool = False
+    torch_compile: bool = False
 
     def __post_init__(self):
         for name in ("num_train_epochs", "logging_steps", "generation_max_new_tokens"):
@@ -165,6 +170,18 @@ class EngineArguments:
             raise invalid("lr_scheduler", self.lr_scheduler, "one of " + ", ".join(map(repr, SCHEDULES)))
         if self.max_grad_norm is not None and self.max_grad_norm <= 0:
             raise invalid("max_grad_norm", self.max_grad_norm, "None (no clipping) or a positive number")
+        if self.mixed_precision not in MIXED_PRECISIONS:
+            raise invalid("mixed_precision", self.mixed_precision, "one of " + ", ".join(map(repr, MIXED_PRECISIONS)))
+        unknown = [name for name in self.trackers if name not in TRACKERS]
+        if unknown:
+            raise invalid("report_to", self.report_to, "'none', 'all' or a comma-separated list of "
+                          + ", ".join(map(repr, TRACKERS)))
+
+    @property
+    def trackers(self) -> list[str]:
+        """The experiment trackers of ``report_to`` (``"tensorboard,wandb"`` → two names; ``"none"`` → none)."""
+        names = [name.strip() for name in self.report_to.split(",") if name.strip()]
+        return [] if names in ([], ["none"]) else names
 
 
 def build_optimizer(model: torch.nn.Module, args: EngineArguments) -> torch.optim.Optimizer:
@@ -183,8 +200,15 @@ def model_width(model: torch.nn.Module) -> int | None:
 
 
 def make_accelerator(args: EngineArguments) -> Accelerator:
-    """The run's ``Accelerator`` (``ACCELERATE_USE_CPU=1``, set by ``accelerate launch --cpu``, also forces the CPU)."""
-    return Accelerator(cpu=args.use_cpu, mixed_precision=args.mixed_precision)
+    """The run's ``Accelerator`` (``ACCELERATE_USE_CPU=1``, set by ``accelerate launch --cpu``, also forces the CPU).
+
+    ``report_to`` trackers write under ``output_dir/runs`` (TensorBoard: ``tensorboard --logdir
+    output_dir/runs``)."""
+    accelerator = Accelerator(cpu=args.use_cpu, mixed_precision=args.mixed_precision,
+                              log_with=args.trackers or None, project_dir=str(Path(args.output_dir) / "runs"))
+    if args.mixed_precision == "fp16" and accelerator.device.type == "cpu":  # accelerate would silently run fp32
+        raise invalid("mixed_precision", "fp16", "'bf16' or 'no' on a CPU (fp16 autocast needs a GPU)")
+    return accelerator
 
 
 def perplexity(loss: float) -> float:
@@ -210,6 +234,8 @@ def engine_card_arguments(args: EngineArguments, num_processes: int = 1) -> dict
     optimizer = f"{args.optimizer} (weight decay {args.weight_decay})"
     if args.optimizer == "adamw":
         optimizer += f", betas ({args.adam_beta1}, {args.adam_beta2}), eps {args.adam_epsilon:g}"
+    extras = {"activation checkpointing": args.gradient_checkpointing or None,
+              "torch.compile": args.torch_compile or None}
     return {
         "optimizer": optimizer,
         "learning rate": args.learning_rate,
@@ -218,7 +244,9 @@ def engine_card_arguments(args: EngineArguments, num_processes: int = 1) -> dict
         "epochs (max)": args.num_train_epochs,
         "time cap (minutes)": args.max_train_minutes,
         "processes": num_processes,
+        "mixed precision": args.mixed_precision,
         "seed": args.seed,
+        **{k: v for k, v in extras.items() if v},
     }
 
 
@@ -243,11 +271,21 @@ class TrainingLoop:
                 "final save expect every process to hold the whole model and optimizer state (DDP). Launch with "
                 "training/configs/multi_gpu_ddp.yaml (or single_gpu.yaml).")
         self.args, self.accelerator, self.tokenizer = args, accelerator, tokenizer
+        if args.gradient_checkpointing:
+            if not getattr(model, "supports_gradient_checkpointing", False):
+                raise invalid("gradient_checkpointing", True, f"False for {type(model).__name__}, which has no "
+                              "layers to recompute (supported: the Transformer family and BERT)")
+            # transformers 5 renamed gradient_checkpointing_enable (now deprecated) to activation_checkpointing_enable
+            enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+            enable()
         self.batches = self.build_batches(model)
         total = args.num_train_epochs * len(self.batches)
         self.total_steps = min(total, args.max_steps) if args.max_steps else total
         optimizer = build_optimizer(model, args)
         self.model, self.optimizer = accelerator.prepare(model, optimizer)
+        if args.torch_compile:  # here rather than accelerate's dynamo_backend, which a second Accelerator ignores
+            self.model = torch.compile(self.model)
+            logger.info("The model is compiled with torch.compile (inductor); the first updates include compiling.")
         self.scheduler = build_scheduler(
             self.optimizer, args.lr_scheduler, total_steps=self.total_steps, steps_per_epoch=len(self.batches),
             warmup_steps=args.warmup_steps, decay_start_epoch=args.decay_start_epoch,
@@ -306,14 +344,22 @@ class TrainingLoop:
         if self.state.global_step % self.args.logging_steps == 0:
             record = {"step": self.state.global_step, "epoch": self._epoch_progress(),
                       "train_loss": sum(pending) / len(pending), "learning_rate": self.last_lr}
-            self.state.history.append(record)
+            self.record(record)
             logger.info(f"step {record['step']}: train_loss={record['train_loss']:.4f} lr={record['learning_rate']:.4g}")
             pending.clear()
 
+    def record(self, record: dict[str, Any]) -> None:
+        """Add ``record`` to the history (``training_history.json``, the loss curve) and send it to the
+        ``report_to`` trackers."""
+        self.state.history.append(record)
+        if self.args.trackers:
+            numbers = {k: v for k, v in record.items() if k != "step" and isinstance(v, (int, float))}
+            self.accelerator.log(numbers, step=record["step"])
+
     def evaluate(self) -> dict[str, float]:
         self.last_eval = self.evaluate_metrics(self.accelerator.unwrap_model(self.model))
-        self.state.history.append({"step": self.state.global_step, "epoch": self._epoch_progress(),
-                                   **{k: v for k, v in self.last_eval.items() if k.startswith("eval_")}})
+        self.record({"step": self.state.global_step, "epoch": self._epoch_progress(),
+                     **{k: v for k, v in self.last_eval.items() if k.startswith("eval_")}})
         self.last_eval_step = self.state.global_step
         shown = " ".join(f"{k}={v:.4f}" for k, v in self.last_eval.items() if isinstance(v, float))
         logger.info(f"step {self.state.global_step} (epoch {self._epoch_progress()}): {shown}")
@@ -412,6 +458,16 @@ class TrainingLoop:
     def run(self) -> dict[str, Any]:
         """Train to the end (or the time cap) and checkpoint; a stop signal raises :class:`TrainingInterrupted`."""
         self.maybe_resume()
+        if not self.args.trackers:
+            return self._run()
+        hyper = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in asdict(self.args).items()}
+        self.accelerator.init_trackers(Path(self.args.output_dir).name or "run", config=hyper)
+        try:
+            return self._run()
+        finally:  # also when stopped by a signal: the trackers flush what they have
+            self.accelerator.end_training()
+
+    def _run(self) -> dict[str, Any]:
         with self.stop_signals:
             started = time.monotonic()
             progress = tqdm(total=self.total_steps, initial=self.state.global_step, desc="Training",

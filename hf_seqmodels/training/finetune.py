@@ -53,7 +53,7 @@ from transformers import (
 
 from ..hub import write_model_card
 from ..metrics import metric_path
-from ..models import BertConfig, RNNConfig, TextCNNConfig
+from ..models import BertConfig, BiLSTMCRFConfig, RNNConfig, TextCNNConfig
 from .classification_data import LabelSpace, encode_classification, label_space, read_classification_file
 from .cli_common import build_model as build_family_model
 from .cli_common import configure_logging
@@ -69,7 +69,7 @@ TASKS = {
     "token-classification": AutoModelForTokenClassification,
     "question-answering": AutoModelForQuestionAnswering,
 }
-MODEL_FAMILIES = {"bert": BertConfig, "rnn": RNNConfig, "textcnn": TextCNNConfig}
+MODEL_FAMILIES = {"bert": BertConfig, "bilstm_crf": BiLSTMCRFConfig, "rnn": RNNConfig, "textcnn": TextCNNConfig}
 
 
 @dataclass

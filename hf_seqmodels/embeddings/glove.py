@@ -1,0 +1,130 @@
+"""GloVe (Pennington et al. 2014; course notes 001 §11): global vectors from co-occurrence counts.
+
+With :math:`X_{ij}` the co-occurrences of words :math:`i, j` in a symmetric window weighted by
+:math:`1/\\text{distance}` (:mod:`.cooccurrence`), word vectors :math:`w_i`, context vectors
+:math:`\\tilde w_j` and biases :math:`b_i, \\tilde b_j` minimise the weighted least squares
+
+.. math::  J = \\sum_{i,j:\\,X_{ij} > 0} f(X_{ij})\\,\\big(w_i^\\top \\tilde w_j + b_i + \\tilde b_j - \\log X_{ij}\\big)^2,
+           \\qquad f(x) = \\min\\big(1, (x / x_{\\max})^{\\alpha}\\big)
+
+(:math:`x_{\\max} = 100`, :math:`\\alpha = 3/4`). Training is AdaGrad over the non-zero entries in
+shuffled mini-batches, as glove.c does entry by entry: each parameter :math:`\\theta` with gradient
+:math:`g` moves by :math:`-\\eta\\,g/\\sqrt{G}`, :math:`G` the sum of its past squared gradients
+(started at 1), with :math:`g` the gradient of :math:`\\tfrac12 J` as in glove.c. The vectors we keep
+are :math:`w_i + \\tilde w_i`, as in the paper.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from ..models.config_utils import invalid
+from .cooccurrence import CooccurrenceMatrix, count_cooccurrences
+from .keyed_vectors import WordVectors
+from .vocabulary import Vocabulary
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class GloVeConfig:
+    """Settings of a GloVe run; defaults are the paper's / glove.c's (window 10, x_max 100, α 0.75, η 0.05)."""
+
+    vector_size: int = 100
+    window: int = 10
+    x_max: float = 100.0
+    alpha: float = 0.75
+    learning_rate: float = 0.05
+    epochs: int = 25
+    batch_size: int = 512
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("vector_size", "window", "epochs", "batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise invalid(name, value, "an integer >= 1")
+        for name in ("x_max", "alpha", "learning_rate"):
+            if not getattr(self, name) > 0:
+                raise invalid(name, getattr(self, name), "a positive number")
+
+
+def glove_weight(x: torch.Tensor, x_max: float = 100.0, alpha: float = 0.75) -> torch.Tensor:
+    """GloVe's weighting function ``f(x) = (x / x_max)^alpha`` for ``x < x_max``, else 1."""
+    return torch.clamp(x / x_max, max=1.0) ** alpha
+
+
+class GloVeTrainer:
+    """Holds GloVe's parameters (and their AdaGrad accumulators) and fits them to a co-occurrence matrix."""
+
+    def __init__(self, vocab: Vocabulary, config: GloVeConfig) -> None:
+        self.vocab = vocab
+        self.config = config
+        self.generator = torch.Generator().manual_seed(config.seed)
+        size, dim = len(vocab), config.vector_size
+
+        def uniform(*shape: int) -> torch.Tensor:  # glove.c: (rand - 0.5) / vector_size
+            return (torch.rand(*shape, generator=self.generator) - 0.5) / dim
+
+        self.word, self.context = uniform(size, dim), uniform(size, dim)  # w_i, w̃_j
+        self.word_bias, self.context_bias = uniform(size), uniform(size)  # b_i, b̃_j
+        self.squared = {name: torch.ones_like(p) for name, p in self._parameters().items()}  # AdaGrad G
+
+    def _parameters(self) -> dict[str, torch.Tensor]:
+        return {"word": self.word, "context": self.context, "word_bias": self.word_bias,
+                "context_bias": self.context_bias}
+
+    def train(self, cooccurrences: CooccurrenceMatrix, progress: bool = True) -> WordVectors:
+        cfg = self.config
+        rows = torch.from_numpy(cooccurrences.rows)
+        cols = torch.from_numpy(cooccurrences.cols)
+        counts = torch.from_numpy(cooccurrences.values).float()
+        log_counts, weights = counts.log(), glove_weight(counts, cfg.x_max, cfg.alpha)
+        for epoch in range(cfg.epochs):
+            order = torch.randperm(len(counts), generator=self.generator)
+            total = 0.0
+            batches = range(0, len(order), cfg.batch_size)
+            for start in tqdm(batches, desc=f"GloVe epoch {epoch + 1}/{cfg.epochs}", unit="batch",
+                              disable=not progress, leave=False):
+                k = order[start:start + cfg.batch_size]
+                total += self._step(rows[k], cols[k], log_counts[k], weights[k])
+            logger.info("GloVe epoch %d: cost %.5f (J / 2 per non-zero entry)", epoch + 1, total / len(counts))
+        return self.word_vectors()
+
+    def _step(self, i: torch.Tensor, j: torch.Tensor, log_x: torch.Tensor, f: torch.Tensor) -> float:
+        """One AdaGrad step on the entries ``(i, j)`` of a batch; returns their summed ``½ f diff²``."""
+        w_i, w_j = self.word[i], self.context[j]  # (N, D)
+        diff = (w_i * w_j).sum(1) + self.word_bias[i] + self.context_bias[j] - log_x  # (N,)
+        f_diff = f * diff
+        grads = {"word": (i, f_diff.unsqueeze(1) * w_j), "context": (j, f_diff.unsqueeze(1) * w_i),
+                 "word_bias": (i, f_diff), "context_bias": (j, f_diff)}
+        lr = self.config.learning_rate
+        for name, (index, grad) in grads.items():
+            squared = self.squared[name]
+            self._parameters()[name].index_add_(0, index, -lr * grad / squared[index].sqrt())
+            squared.index_add_(0, index, grad * grad)
+        return float(0.5 * (f_diff * diff).sum())
+
+    def word_vectors(self) -> WordVectors:
+        metadata = {"method": "glove", **dataclasses.asdict(self.config),
+                    "lowercase": self.vocab.lowercase, "tokenizer": self.vocab.tokenizer}
+        return WordVectors(self.vocab.words, self.word + self.context, counts=self.vocab.counts.tolist(),
+                           metadata=metadata)
+
+
+def train_glove(train_files: str | Path | list, config: GloVeConfig | None = None,
+                vocab: Vocabulary | None = None, progress: bool = True, **vocab_kwargs) -> WordVectors:
+    """Build the vocabulary of ``train_files`` unless given, count co-occurrences and train GloVe."""
+    config = config or GloVeConfig()
+    vocab = vocab or Vocabulary.from_files(train_files, **vocab_kwargs)
+    corpus = vocab.encode_files(train_files)
+    cooccurrences = count_cooccurrences(corpus, len(vocab), config.window, weighting="harmonic")
+    logger.info("GloVe: %d non-zero co-occurrences over %d words.", len(cooccurrences), len(vocab))
+    return GloVeTrainer(vocab, config).train(cooccurrences, progress=progress)
+

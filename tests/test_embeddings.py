@@ -1,0 +1,312 @@
+"""Word embeddings: vocabulary, Huffman tree, samplers, co-occurrences, the three trainers and WordVectors."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from hf_seqmodels.embeddings import WordVectors
+from hf_seqmodels.embeddings.cooccurrence import count_cooccurrences
+from hf_seqmodels.embeddings.glove import GloVeConfig, GloVeTrainer, glove_weight
+from hf_seqmodels.embeddings.huffman import build_huffman_tree
+from hf_seqmodels.embeddings.svd import SVDConfig, train_svd
+from hf_seqmodels.embeddings.vocabulary import Vocabulary
+from hf_seqmodels.embeddings.word2vec import NegativeSampler, Word2VecConfig, Word2VecTrainer
+from hf_seqmodels.training.embeddings_cli import main as cli_main
+
+ANIMALS = ["cat", "dog", "horse", "cow", "sheep", "goat"]
+VEHICLES = ["car", "bus", "truck", "train", "bike", "van"]
+
+
+@pytest.fixture(scope="module")
+def topic_corpus(tmp_path_factory) -> str:
+    """Sentences of 8 words from one topic each: words of a topic share all their contexts."""
+    rng = random.Random(0)
+    lines = [" ".join(rng.choices(rng.choice([ANIMALS, VEHICLES]), k=8)) for _ in range(600)]
+    path = tmp_path_factory.mktemp("corpus") / "topics.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def assert_topics_separate(vectors: WordVectors) -> None:
+    for topic in (ANIMALS, VEHICLES):
+        for word in topic:
+            neighbours = [w for w, _ in vectors.most_similar(word, topn=len(topic) - 1)]
+            assert set(neighbours) == set(topic) - {word}, (word, neighbours)
+
+
+# ------------------------------------------------------------------------------------------------
+# Huffman tree
+# ------------------------------------------------------------------------------------------------
+
+
+def test_huffman_code_lengths_match_the_textbook_example():
+    # CLRS 16.3: frequencies a:45 b:13 c:12 d:16 e:9 f:5 give code lengths 1, 3, 3, 3, 4, 4
+    tree = build_huffman_tree([45, 13, 12, 16, 9, 5])
+    assert [len(c) for c in tree.codes] == [1, 3, 3, 3, 4, 4]
+
+
+def test_huffman_codes_are_prefix_free_and_frequent_words_get_short_codes():
+    counts = np.random.default_rng(0).zipf(1.5, size=200).clip(max=10**6)
+    tree = build_huffman_tree(counts)
+    codes = ["".join(map(str, c)) for c in tree.codes]
+    assert len(set(codes)) == len(codes)
+    for a in codes:
+        for b in codes:
+            assert a == b or not b.startswith(a)
+    assert sum(2.0 ** -len(c) for c in codes) == pytest.approx(1.0)  # a full binary tree
+    order = np.argsort(-counts, kind="stable")
+    lengths = [len(codes[i]) for i in order]
+    for (i, j) in zip(order[:-1], order[1:], strict=True):
+        if counts[i] > counts[j]:
+            assert len(codes[i]) <= len(codes[j])
+    assert lengths[0] <= lengths[-1]
+    for code, point in zip(tree.codes, tree.points, strict=True):
+        assert len(code) == len(point) and point[0] == len(counts) - 2  # every path starts at the root
+        assert all(0 <= p < len(counts) - 1 for p in point)
+
+
+# ------------------------------------------------------------------------------------------------
+# Sampling distributions
+# ------------------------------------------------------------------------------------------------
+
+
+def _chi_square(observed: np.ndarray, probabilities: np.ndarray) -> float:
+    expected = probabilities * observed.sum()
+    return float(((observed - expected) ** 2 / expected).sum())
+
+
+def test_negative_samples_follow_unigram_to_the_three_quarters():
+    vocab = Vocabulary([f"w{i}" for i in range(6)], [1000, 400, 100, 30, 10, 3])
+    sampler = NegativeSampler(vocab, power=0.75, generator=torch.Generator().manual_seed(0))
+    draws = sampler.sample((400, 500)).flatten().numpy()
+    observed = np.bincount(draws, minlength=6)
+    counts = vocab.counts.astype(float)
+    expected = counts**0.75 / (counts**0.75).sum()
+    # chi-square with 5 degrees of freedom: 20.5 is its 0.999 quantile
+    assert _chi_square(observed, expected) < 20.5
+    assert _chi_square(observed, counts / counts.sum()) > 1000  # the plain unigram distribution is rejected
+
+
+def test_subsampling_keep_probabilities_match_the_formulas():
+    counts = np.array([5000, 1000, 100, 10])
+    vocab = Vocabulary(["a", "b", "c", "d"], counts)
+    f = counts / counts.sum()
+    t = 1e-2
+    np.testing.assert_allclose(vocab.keep_probabilities(t, "paper"), np.minimum(1, np.sqrt(t / f)))
+    np.testing.assert_allclose(vocab.keep_probabilities(t, "word2vec_c"), np.minimum(1, np.sqrt(t / f) + t / f))
+    assert vocab.keep_probabilities(t, "paper")[0] == pytest.approx(math.sqrt(1e-2 / (5000 / 6110)))
+    assert vocab.keep_probabilities(t, "paper")[-1] == 1.0
+    np.testing.assert_array_equal(vocab.keep_probabilities(0.0), np.ones(4))
+
+
+# ------------------------------------------------------------------------------------------------
+# Co-occurrences and GloVe's weighting
+# ------------------------------------------------------------------------------------------------
+
+NOTES_CORPUS = [["I", "like", "deep", "learning", "."], ["I", "like", "NLP", "."], ["I", "enjoy", "flying", "."]]
+
+
+def test_cooccurrence_counts_match_the_course_notes_table():
+    vocab = Vocabulary.from_sentences(NOTES_CORPUS, min_count=1, lowercase=False)
+    order = ["I", "like", "enjoy", "deep", "learning", "NLP", "flying", "."]
+    notes_table = [  # course notes 001 §6.2, window 2
+        [0, 2, 1, 1, 0, 1, 1, 0], [2, 0, 0, 1, 1, 1, 0, 1], [1, 0, 0, 0, 0, 0, 1, 1], [1, 1, 0, 0, 1, 0, 0, 1],
+        [0, 1, 0, 1, 0, 0, 0, 1], [1, 1, 0, 0, 0, 0, 0, 1], [1, 0, 1, 0, 0, 0, 0, 1], [0, 1, 1, 1, 1, 1, 1, 0],
+    ]
+    idx = [vocab.word_to_index[w] for w in order]
+    corpus = vocab.encode_sentences(NOTES_CORPUS)
+    uniform = count_cooccurrences(corpus, len(vocab), window=2, weighting="uniform").to_dense()
+    assert uniform[idx][:, idx].tolist() == notes_table
+    harmonic = count_cooccurrences(corpus, len(vocab), window=2, weighting="harmonic").to_dense()
+    i = vocab.word_to_index
+    assert harmonic[i["I"], i["like"]] == 2.0  # distance 1 in two sentences
+    assert harmonic[i["I"], i["deep"]] == 0.5  # distance 2 once
+    assert harmonic[i["like"], i["."]] == 0.5  # distance 2 in "I like NLP ."; 3 in sentence 1 (outside)
+    assert harmonic[i["I"], i["enjoy"]] == 1.0 and harmonic[i["I"], i["."]] == 0.0
+    assert torch.equal(harmonic, harmonic.T)
+
+
+def test_glove_weighting_function():
+    x = torch.tensor([0.0, 1.0, 50.0, 100.0, 250.0])
+    expected = torch.tensor([0.0, 0.01**0.75, 0.5**0.75, 1.0, 1.0])
+    torch.testing.assert_close(glove_weight(x), expected)
+    torch.testing.assert_close(glove_weight(torch.tensor([5.0]), x_max=10.0, alpha=1.0), torch.tensor([0.5]))
+
+
+# ------------------------------------------------------------------------------------------------
+# Each method learns the topics of a synthetic corpus
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("architecture", ["skipgram", "cbow"])
+@pytest.mark.parametrize("loss", ["negative_sampling", "hierarchical_softmax"])
+def test_word2vec_separates_the_topics(topic_corpus, architecture, loss):
+    vocab = Vocabulary.from_files(topic_corpus, min_count=1)
+    config = Word2VecConfig(architecture=architecture, loss=loss, vector_size=16, window=3, sample=0.0,
+                            epochs=3, batch_words=64, seed=0)
+    trainer = Word2VecTrainer(vocab, config)
+    vectors = trainer.train(vocab.encode_files(topic_corpus), progress=False)
+    assert_topics_separate(vectors)
+    rows = len(vocab) if loss == "negative_sampling" else len(vocab) - 1
+    assert trainer.output_vectors.shape == (rows, 16)
+    assert vectors.metadata["architecture"] == architecture
+
+
+def test_glove_separates_the_topics(topic_corpus):
+    vocab = Vocabulary.from_files(topic_corpus, min_count=1)
+    cooccurrences = count_cooccurrences(vocab.encode_files(topic_corpus), len(vocab), window=5)
+    trainer = GloVeTrainer(vocab, GloVeConfig(vector_size=8, x_max=10.0, epochs=50, batch_size=16))
+    vectors = trainer.train(cooccurrences, progress=False)
+    assert_topics_separate(vectors)
+    torch.testing.assert_close(vectors.vectors, trainer.word + trainer.context)
+    # the fit: w_i·w̃_j + b_i + b̃_j approaches log X_ij
+    i, j = torch.from_numpy(cooccurrences.rows), torch.from_numpy(cooccurrences.cols)
+    fit = (trainer.word[i] * trainer.context[j]).sum(1) + trainer.word_bias[i] + trainer.context_bias[j]
+    log_x = torch.from_numpy(cooccurrences.values).float().log()
+    assert (fit - log_x).abs().mean() < 0.1 * log_x.abs().mean()
+
+
+def test_svd_separates_the_topics(topic_corpus):
+    for matrix in ("ppmi", "counts"):  # two topics: rank-2 structure
+        vectors = train_svd(topic_corpus, SVDConfig(vector_size=2, window=3, matrix=matrix), min_count=1)
+        assert vectors.vectors.shape == (12, 2)
+        assert_topics_separate(vectors)
+
+
+def test_training_is_seeded(topic_corpus):
+    vocab = Vocabulary.from_files(topic_corpus, min_count=1)
+    corpus = vocab.encode_files(topic_corpus)
+    config = Word2VecConfig(vector_size=8, epochs=1, sample=1e-1, seed=3)
+    first = Word2VecTrainer(vocab, config).train(corpus, progress=False)
+    second = Word2VecTrainer(vocab, config).train(corpus, progress=False)
+    assert torch.equal(first.vectors, second.vectors)
+
+
+# ------------------------------------------------------------------------------------------------
+# WordVectors: queries, export and import
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def toy_vectors() -> WordVectors:
+    # gender on axis 0, royalty on axis 1; "apple" far from both
+    words = ["man", "woman", "king", "queen", "apple", "prince"]
+    vectors = torch.tensor([[1.0, 0.1, 0.0], [-1.0, 0.1, 0.0], [1.0, 1.0, 0.0], [-1.0, 1.0, 0.0],
+                            [0.0, 0.0, 1.0], [0.9, 1.1, 0.2]])
+    return WordVectors(words, vectors, counts=[6, 5, 4, 3, 2, 1], metadata={"method": "toy"})
+
+
+def test_analogy_and_neighbours(toy_vectors, tmp_path):
+    assert toy_vectors.analogy("man", "king", "woman")[0][0] == "queen"
+    # the query words are excluded even when closest to the target
+    assert all(w not in {"man", "king", "woman"} for w, _ in toy_vectors.analogy("man", "king", "woman", topn=5))
+    assert toy_vectors.most_similar("king", topn=1)[0][0] == "prince"
+    assert toy_vectors.similarity("king", "king") == pytest.approx(1.0)
+    questions = tmp_path / "q.txt"
+    questions.write_text(": royalty\nman king woman queen\nMAN KING WOMAN QUEEN\nman woman king apple\n"
+                         ": unknown\nman king zebra queen\n")
+    result = toy_vectors.evaluate_analogies(questions)
+    assert (result.correct, result.total, result.skipped) == (2, 3, 1)
+    assert result.accuracy == pytest.approx(2 / 3) and result.sections == {"royalty": (2, 3)}
+    questions.write_text("man king woman\n")
+    with pytest.raises(ValueError, match="line 1 .* expected four words"):
+        toy_vectors.evaluate_analogies(questions)
+
+
+def test_save_and_load_are_exact(toy_vectors, tmp_path):
+    toy_vectors.save(tmp_path / "wv")
+    loaded = WordVectors.load(tmp_path / "wv")
+    assert torch.equal(loaded.vectors, toy_vectors.vectors) and loaded.words == toy_vectors.words
+    assert loaded.counts == toy_vectors.counts and loaded.metadata == {"method": "toy"}
+    assert not list((tmp_path / "wv").glob("*.bin")) and not list((tmp_path / "wv").glob("*.pkl"))
+
+
+def test_word2vec_format_round_trips(tmp_path):
+    vectors = WordVectors(["a", "b", "ü"], torch.randn(3, 5, generator=torch.Generator().manual_seed(0)) / 7)
+    path = vectors.save_word2vec_format(tmp_path / "v.txt", precision=6)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "3 5" and lines[3].startswith("ü ")
+    loaded = WordVectors.load_word2vec_format(path)
+    printed = torch.tensor([[float(f"{v:.6g}") for v in row] for row in vectors.vectors.tolist()])
+    assert loaded.words == vectors.words and torch.equal(loaded.vectors, printed)
+    assert (loaded.vectors - vectors.vectors).abs().max() < 1e-6
+    binary = WordVectors.load_word2vec_format(vectors.save_word2vec_format(tmp_path / "v.bin", binary=True),
+                                              binary=True)
+    assert binary.words == vectors.words and torch.equal(binary.vectors, vectors.vectors)
+
+
+def test_embedding_exports(toy_vectors, caplog):
+    embedding = toy_vectors.to_embedding(freeze=True)
+    assert isinstance(embedding, torch.nn.Embedding) and not embedding.weight.requires_grad
+    torch.testing.assert_close(embedding(torch.tensor([2])), toy_vectors.vectors[2:3])
+    vocab = {"<pad>": 0, "King": 1, "queen": 2, "unseen": 3, "[UNK]": 5}
+    with caplog.at_level("INFO"):
+        matrix = toy_vectors.embedding_matrix_for_vocab(vocab, init_range=0.05, padding_idx=0)
+    assert "cover 2 of 5 tokens" in caplog.text
+    assert matrix.shape == (6, 3)
+    assert torch.equal(matrix[1], toy_vectors["king"]) and torch.equal(matrix[2], toy_vectors["queen"])
+    assert torch.equal(matrix[0], torch.zeros(3))
+    assert matrix[[3, 4, 5]].abs().max() <= 0.05 and matrix[3].abs().sum() > 0
+    assert toy_vectors.vocab_coverage(vocab) == pytest.approx(2 / 5)
+    assert toy_vectors.vocab_coverage(vocab, lowercase_fallback=False) == pytest.approx(1 / 5)
+
+
+# ------------------------------------------------------------------------------------------------
+# Errors and the command line
+# ------------------------------------------------------------------------------------------------
+
+
+def test_errors_name_the_field_and_the_value(tmp_path):
+    with pytest.raises(ValueError, match="corpus is empty"):
+        Vocabulary.from_sentences([[], []])
+    (tmp_path / "blank.txt").write_text("\n  \n")
+    with pytest.raises(ValueError, match="corpus is empty"):
+        Vocabulary.from_files(tmp_path / "blank.txt")
+    sentences = [["a", "b", "c"], ["a", "b"]]
+    with pytest.raises(ValueError, match=r"`max_vocab_size`=10: expected at most 3.*3 distinct words"):
+        Vocabulary.from_sentences(sentences, min_count=1, max_vocab_size=10)
+    with pytest.raises(ValueError, match=r"`min_count`=5: expected a value that keeps at least 2 words"):
+        Vocabulary.from_sentences(sentences, min_count=5)
+    vocab = Vocabulary.from_sentences([["a"], ["b"], ["a"]], min_count=1)
+    with pytest.raises(ValueError, match=r"`window`=5: .*longest sentence has 1"):
+        Word2VecTrainer(vocab, Word2VecConfig(vector_size=4)).train(vocab.encode_sentences([["a"], ["b"]]))
+    with pytest.raises(ValueError, match=r"`architecture`='skip-gram': expected one of 'cbow', 'skipgram'"):
+        Word2VecConfig(architecture="skip-gram")
+    with pytest.raises(ValueError, match=r"`loss`='softmax'"):
+        Word2VecConfig(loss="softmax")
+    with pytest.raises(ValueError, match=r"`subsampling_formula`='gensim'"):
+        Word2VecConfig(subsampling_formula="gensim")
+    with pytest.raises(ValueError, match=r"`x_max`=0"):
+        GloVeConfig(x_max=0)
+    with pytest.raises(ValueError, match=r"`vector_size`=12: expected fewer dimensions than the 3"):
+        train_svd(_write(tmp_path, "a b c\nb c a\n"), SVDConfig(vector_size=12), min_count=1)
+
+
+def _write(folder, text: str) -> str:
+    path = folder / "corpus.txt"
+    path.write_text(text)
+    return str(path)
+
+
+def test_command_line_writes_vectors_and_analogy_accuracy(topic_corpus, tmp_path):
+    questions = tmp_path / "analogies.txt"
+    questions.write_text(": topics\ncat dog car bus\n")
+    out = tmp_path / "svd"
+    cli_main(["--train_file", topic_corpus, "--method", "svd", "--vector_size", "4", "--min_count", "1",
+              "--output_dir", str(out), "--analogies_file", str(questions)])
+    loaded = WordVectors.load(out)
+    text = WordVectors.load_word2vec_format(out / "vectors.txt")
+    assert loaded.words == text.words and loaded.vector_size == 4 and loaded.metadata["method"] == "svd"
+    summary = json.loads((out / "analogies.json").read_text())
+    assert summary["answered"] == 1 and summary["skipped"] == 0
+    out = tmp_path / "w2v"
+    cli_main(["--train_file", topic_corpus, "--method", "word2vec", "--architecture", "cbow", "--loss",
+              "hierarchical_softmax", "--vector_size", "8", "--epochs", "1", "--min_count", "1",
+              "--output_dir", str(out)])
+    assert WordVectors.load(out).metadata["loss"] == "hierarchical_softmax"

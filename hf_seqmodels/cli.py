@@ -19,6 +19,7 @@ COMMANDS = {"train-lm": ".training.lm_cli", "train-seq2seq": ".training.seq2seq_
 
 def _demo_parser(subparsers) -> None:
     from .demo import SIZES, DemoOptions
+    from .models.recurrent_stack import CELL_TYPES
 
     defaults = DemoOptions()
     p = subparsers.add_parser(
@@ -29,7 +30,7 @@ def _demo_parser(subparsers) -> None:
     )
     p.add_argument("--output_dir", default=defaults.output_dir)
     p.add_argument("--model_family", choices=sorted(SIZES), default=defaults.model_family)
-    p.add_argument("--cell_type", choices=["rnn_tanh", "rnn_relu", "lstm", "gru"], default=defaults.cell_type,
+    p.add_argument("--cell_type", choices=CELL_TYPES, default=defaults.cell_type,
                    help="recurrent cell (model_family rnn)")
     p.add_argument("--size", choices=["tiny", "small", "medium"], default=defaults.size)
     p.add_argument("--corpus_file", default=None, help="a UTF-8 text file instead of the embedded corpus")

@@ -30,6 +30,17 @@ CELL_CITATIONS = {
   year={1997}
 }""",
     ),
+    "peephole_lstm": (
+        "Gers & Schmidhuber (2000), Recurrent Nets that Time and Count",
+        """@inproceedings{gers2000recurrent,
+  title={Recurrent Nets that Time and Count},
+  author={Gers, Felix A. and Schmidhuber, J{\\"u}rgen},
+  booktitle={Proceedings of the IEEE-INNS-ENNS International Joint Conference on Neural Networks (IJCNN)},
+  volume={3},
+  pages={189--194},
+  year={2000}
+}""",
+    ),
     "gru": (
         "Cho et al. (2014), Learning Phrase Representations using RNN Encoder-Decoder",
         """@inproceedings{cho2014learning,

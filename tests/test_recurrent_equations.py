@@ -1,4 +1,5 @@
-"""The recurrent stack equals the gate equations of the course notes, and torch's reference modules."""
+"""The fused recurrent stack equals the gate equations of the course notes, and torch's reference modules
+(the looped cells are checked in ``test_recurrent_cells.py``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from hf_seqmodels.models.recurrent_stack import CELL_TYPES, RecurrentStack
+from hf_seqmodels.models.recurrent_stack import FUSED_CELL_TYPES, RecurrentStack
 
 B, T, IN, H = 2, 5, 3, 4  # batch, time, input size, hidden size
 
@@ -62,7 +63,7 @@ def by_hand(stack: RecurrentStack, x: torch.Tensor) -> torch.Tensor:
     return layer_input
 
 
-@pytest.mark.parametrize("cell_type", CELL_TYPES)
+@pytest.mark.parametrize("cell_type", FUSED_CELL_TYPES)
 @pytest.mark.parametrize("num_layers", [1, 2])
 def test_stack_equals_the_gate_equations(cell_type, num_layers):
     torch.manual_seed(0)
@@ -75,7 +76,7 @@ def test_stack_equals_the_gate_equations(cell_type, num_layers):
     assert torch.allclose(final[0][:, -1], expected[:, -1], atol=1e-6)
 
 
-@pytest.mark.parametrize("cell_type", CELL_TYPES)
+@pytest.mark.parametrize("cell_type", FUSED_CELL_TYPES)
 def test_bidirectional_stack_equals_torch_reference_with_copied_weights(cell_type):
     torch.manual_seed(0)
     stack = RecurrentStack(cell_type, IN, H, num_layers=2, bidirectional=True).eval()

@@ -13,7 +13,7 @@ from .config_utils import (
     check_token_id,
     invalid,
 )
-from .recurrent_stack import CELL_TYPES
+from .recurrent_stack import CELL_TYPES, has_cell_state
 from .rnn_attention import ATTENTION_SCORES
 from .source_vocabulary import validate_source_vocabulary
 
@@ -32,7 +32,8 @@ class RNNSeq2SeqConfig(PresetMixin, PreTrainedConfig):
             tokenizer of its own; ``None``: source and target share ``vocab_size``. ``resize_token_embeddings``
             resizes the target side (and the source side only when shared); ``resize_source_token_embeddings``
             the source side.
-        encoder_cell_type, decoder_cell_type: ``"rnn_tanh"``, ``"rnn_relu"``, ``"lstm"`` or ``"gru"``.
+        encoder_cell_type, decoder_cell_type: ``"rnn_tanh"``, ``"rnn_relu"``, ``"lstm"``, ``"gru"`` or
+            ``"peephole_lstm"`` (the course notes' peephole LSTM, stepped in Python: slower).
         embedding_size: size of the source and target embeddings; ``None`` means ``hidden_size``.
         hidden_size: size of the decoder state ``s_t``.
         encoder_hidden_size: size of the encoder state per direction; ``None`` means ``hidden_size``.
@@ -151,10 +152,11 @@ class RNNSeq2SeqConfig(PresetMixin, PreTrainedConfig):
     def validate_bridge(self):
         if self.bridge != "copy":
             return
-        same_family = (self.encoder_cell_type == "lstm") == (self.decoder_cell_type == "lstm")
+        same_family = has_cell_state(self.encoder_cell_type) == has_cell_state(self.decoder_cell_type)
         if not (same_family and self.encoder_layers == self.decoder_layers and self.memory_size == self.hidden_size):
             raise invalid("bridge", "copy", "'dense' or 'zeros' unless encoder and decoder have the same layers, "
-                          "state size (directions x encoder_hidden_size = hidden_size) and LSTM-ness")
+                          "state size (directions x encoder_hidden_size = hidden_size) and both or neither with a "
+                          "cell state (lstm, peephole_lstm)")
 
 
 __all__ = ["RNNSeq2SeqConfig"]

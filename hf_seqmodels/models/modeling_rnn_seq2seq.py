@@ -41,8 +41,9 @@ class RNNSeq2SeqEncoderOutput(ModelOutput):
     Args:
         last_hidden_state: the memory ``h_i``: ``(batch, src_len, directions * encoder_hidden_size)``,
             zero at padded positions.
-        final_state: ``(batch, 2 if LSTM else 1, encoder_layers * directions, encoder_hidden_size)``,
-            the final ``h`` (and ``c``) of every layer and direction.
+        final_state: ``(batch, N, encoder_layers * directions, encoder_hidden_size)``, the final ``h`` (and
+            ``c``: ``N = 2`` for the cells with a cell state, ``lstm`` and ``peephole_lstm``) of every layer
+            and direction.
         hidden_states: ``(embeddings, memory)`` when ``output_hidden_states``.
     """
 

@@ -4,7 +4,8 @@ One module wraps torch's fused kernels (``nn.RNN``, ``nn.LSTM``, ``nn.GRU``): wh
 through cuDNN/oneDNN in one call, never a Python loop over time steps. It adds what the models
 need on top: batch-first state tensors, dropout between stacked layers (Zaremba et al. 2014) and
 exact handling of padding in any position (left padding for generation, right padding for
-classification) through packed sequences.
+classification) through packed sequences. Cells without a fused kernel (the peephole LSTM,
+:mod:`recurrent_cells`) step through time in Python with the same interface and padding rules.
 
 Equations (course notes, ``[h; x]`` concatenation written as two matrices as torch stores them)::
 
@@ -19,7 +20,8 @@ Equations (course notes, ``[h; x]`` concatenation written as two matrices as tor
 The GRU is the cuDNN variant: the reset gate multiplies ``W_hh h_{t-1} + b_hh`` instead of
 ``h_{t-1}``, and torch's ``z_t`` is the notes' ``1 - z_t`` (it weights the old state). Both are
 re-parametrisations the network learns equally well; ``tests/test_recurrent_equations.py``
-checks all cells against the equations written out by hand.
+checks all fused cells against the equations written out by hand, ``tests/test_recurrent_cells.py``
+the peephole LSTM.
 """
 
 from __future__ import annotations
@@ -28,10 +30,26 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-CELL_TYPES = ("rnn_tanh", "rnn_relu", "lstm", "gru")
+from .recurrent_cells import LOOPED_CELLS
+
+FUSED_CELL_TYPES = ("rnn_tanh", "rnn_relu", "lstm", "gru")
+CELL_TYPES = FUSED_CELL_TYPES + tuple(LOOPED_CELLS)
+_CELL_STATE_TYPES = ("lstm", "peephole_lstm")
+
+
+def has_cell_state(cell_type: str) -> bool:
+    """Whether ``cell_type`` keeps a memory cell ``C_t`` besides ``h_t``: its state is ``(h, c)``, else ``(h,)``."""
+    return cell_type in _CELL_STATE_TYPES
+
+
+def num_state_tensors(cell_type: str) -> int:
+    """Number of state tensors of ``cell_type``: 2 (``h``, ``c``) for the LSTMs, 1 (``h``) for the others."""
+    return 2 if has_cell_state(cell_type) else 1
 
 
 def _build_rnn(cell_type: str, **kwargs) -> nn.RNNBase:
+    if cell_type in LOOPED_CELLS:
+        return LOOPED_CELLS[cell_type](**kwargs)
     if cell_type == "lstm":
         return nn.LSTM(**kwargs)
     if cell_type == "gru":
@@ -42,10 +60,11 @@ def _build_rnn(cell_type: str, **kwargs) -> nn.RNNBase:
 
 
 class RecurrentStack(nn.Module):
-    """Stacked, optionally bidirectional RNN/LSTM/GRU over batch-first sequences.
+    """Stacked, optionally bidirectional RNN/LSTM/GRU (or peephole LSTM) over batch-first sequences.
 
     Args:
-        cell_type: one of ``CELL_TYPES``.
+        cell_type: one of ``CELL_TYPES``: ``FUSED_CELL_TYPES`` run torch's fused kernel, the others
+            (``"peephole_lstm"``) a per-step loop (:mod:`recurrent_cells`).
         input_size: size of each input vector ``x_t``.
         hidden_size: size of ``h_t`` per direction.
         num_layers: number of stacked layers.
@@ -64,6 +83,7 @@ class RecurrentStack(nn.Module):
     ):
         super().__init__()
         self.cell_type = cell_type
+        self.looped = cell_type in LOOPED_CELLS
         self.hidden_size = hidden_size
         self.num_layers = num_layers
         self.num_directions = 2 if bidirectional else 1
@@ -83,7 +103,7 @@ class RecurrentStack(nn.Module):
 
     @property
     def num_state_tensors(self) -> int:
-        return 2 if self.cell_type == "lstm" else 1
+        return num_state_tensors(self.cell_type)
 
     def initial_state(self, batch_size: int, reference: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Zero state: each tensor ``(batch, num_layers * num_directions, hidden_size)``."""
@@ -113,16 +133,22 @@ class RecurrentStack(nn.Module):
             state = self.initial_state(inputs.shape[0], inputs)
         # torch keeps the layer axis first: (L * D, batch, hidden)
         torch_state = tuple(s.transpose(0, 1).contiguous() for s in state)
-        rnn_state = torch_state if self.cell_type == "lstm" else torch_state[0]
+        rnn_state = torch_state if has_cell_state(self.cell_type) else torch_state[0]
         if mask is None:
             outputs, final = self.rnn(inputs, rnn_state)
+        elif self.looped:  # steps through time and applies the mask itself
+            outputs, final = self.rnn(inputs, rnn_state, mask=mask)
         else:
             outputs, final = self._forward_masked(inputs, rnn_state, mask)
         final = final if isinstance(final, tuple) else (final,)
         return outputs, tuple(s.transpose(0, 1) for s in final)
 
     def _forward_masked(self, inputs, rnn_state, mask):
-        """Move the real tokens of each row to the front, run packed, and move the outputs back."""
+        """Move the real tokens of each row to the front, run packed, and move the outputs back.
+
+        A row without any real token is run for one (padding) step, as packing needs a length of at
+        least 1; its outputs and state are then reset to zeros and its initial state.
+        """
         batch, time, _ = inputs.shape
         # stable sort on "is padding" puts real tokens first, in their original order
         order = torch.argsort((~mask).to(torch.int8), dim=1, stable=True)  # (B, T)
@@ -133,6 +159,13 @@ class RecurrentStack(nn.Module):
         outputs, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=time)  # (B, T, D*H)
         restore = torch.argsort(order, dim=1)
         outputs = outputs.gather(1, restore.unsqueeze(-1).expand(batch, time, outputs.shape[-1]))
+        empty = ~mask.any(dim=1)  # (B,)
+        if bool(empty.any()):
+            outputs = outputs.masked_fill(empty[:, None, None], 0.0)
+            if isinstance(final, tuple):
+                final = tuple(torch.where(empty[None, :, None], s0, s) for s0, s in zip(rnn_state, final, strict=True))
+            else:
+                final = torch.where(empty[None, :, None], rnn_state, final)
         return outputs, final
 
     @staticmethod

@@ -12,7 +12,7 @@ import torch
 class RecurrentState:
     """A tuple of batch-first tensors that summarises everything a model has read so far.
 
-    * LSTM: ``(h, c)``, each ``(batch, num_layers * num_directions, hidden_size)``.
+    * LSTM and peephole LSTM: ``(h, c)``, each ``(batch, num_layers * num_directions, hidden_size)``.
     * RNN/GRU: ``(h,)`` with the same shape.
     * Feed-forward NNLM: ``(context_ids,)`` of shape ``(batch, context_size)``, the last
       ``n - 1`` tokens.

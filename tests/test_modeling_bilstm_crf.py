@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from datasets import Dataset
 from huggingface_hub.errors import StrictDataclassClassValidationError
 from model_test_utils import random_ids, right_pad, run_without_package
 from transformers import (
@@ -30,6 +31,7 @@ from hf_seqmodels import (
 )
 from hf_seqmodels.models.char_encoder import CharWordEncoder, token_surface, words_to_char_ids
 from hf_seqmodels.tokenization import train_tokenizer
+from hf_seqmodels.training.char_features import DataCollatorForCharTagging, add_char_input_ids
 from hf_seqmodels.training.token_classification_data import label_list, read_conll, tokenize_and_align_labels
 
 LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
@@ -297,6 +299,26 @@ def test_trainer_then_token_classification_pipeline_decodes_with_viterbi(word_to
     expected = [(tok, tags[t]) for tok, t in zip(tokens, viterbi.tolist(), strict=True) if t >= 0 and tags[t] != "O"]
     assert expected and [(e["word"], e["entity"]) for e in entities] == expected
     assert is_valid_bio([tags[t] for t in viterbi.tolist() if t >= 0])
+
+
+def test_unknown_words_get_their_characters_from_the_text(word_tokenizer):
+    _, tokenizer = word_tokenizer
+    config = tiny_config(vocab_size=len(tokenizer))
+    examples = Dataset.from_dict({"tokens": [["Marta", "visited", "Zyxwvu"], ["Lisbon"]], "tags": [["O"] * 3, ["O"]]})
+    features = tokenize_and_align_labels(examples, tokenizer, {"O": 0}, max_length=16)
+    features = add_char_input_ids(features, examples, tokenizer, config, max_length=16)
+    assert tokenizer.convert_ids_to_tokens(features[0]["input_ids"])[-1] == "<unk>"
+    width = config.char_max_word_length
+    expected = words_to_char_ids(["", "Marta", "visited", "Zyxwvu"], config.char_vocab, width)  # <bos> has none
+    assert features[0]["char_input_ids"] == expected
+    batch = DataCollatorForCharTagging(tokenizer)([features[0], features[1]])
+    assert batch["char_input_ids"].shape == (2, 4, width) and not batch["char_input_ids"][1, 2:].any()
+    model = BiLSTMCRFForTokenClassification(config).eval()
+    model.bind_tokenizer(tokenizer)
+    table_chars = model.model.char_encoder.token_chars[batch["input_ids"]]
+    known = batch["input_ids"] != tokenizer.unk_token_id  # known words: the text gives what the table holds
+    assert torch.equal(batch["char_input_ids"][known], table_chars[known])
+    assert not table_chars[0, 3].any() and batch["char_input_ids"][0, 3].any()
 
 
 def test_finetune_cli_trains_the_tagger_from_a_preset(word_tokenizer, tmp_path):

@@ -54,6 +54,7 @@ from transformers import (
 from ..hub import write_model_card
 from ..metrics import metric_path
 from ..models import BertConfig, BiLSTMCRFConfig, RNNConfig, TextCNNConfig
+from .char_features import DataCollatorForCharTagging, add_char_input_ids
 from .classification_data import LabelSpace, encode_classification, label_space, read_classification_file
 from .cli_common import build_model as build_family_model
 from .cli_common import configure_logging
@@ -339,6 +340,11 @@ def run(model_args: FinetuneModelArguments, data: FinetuneDataArguments,
     tokenizer = load_tokenizer(model_args)
     features, head, compute_metrics, collator = prepare(data, splits, tokenizer)
     model = build_model(model_args, data.task, tokenizer, head)
+    if data.task == "token-classification" and getattr(model.config, "char_encoder", None):
+        # characters from the words, so that words outside the vocabulary keep theirs (char_features.py)
+        features = {split: add_char_input_ids(f, splits[split], tokenizer, model.config, data.max_seq_length)
+                    for split, f in features.items()}
+        collator = DataCollatorForCharTagging(tokenizer)
     check_embedding_source(model, model_args.pretrained_embeddings)
     widest_filter = max(getattr(model.config, "filter_sizes", None) or [0])
     if widest_filter > data.max_seq_length:

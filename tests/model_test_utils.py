@@ -2,17 +2,57 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
+import shutil
+import site
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
 
-# A Python in which `import hf_seqmodels` fails, as on a machine that does not have our package.
-_BLOCK_PACKAGE = "import sys; sys.modules['hf_seqmodels'] = None\n"
+# the first lines of every script run by run_in_python_without_package
+_CHECK_NO_PACKAGE = (
+    "import importlib.util, sys\n"
+    "if importlib.util.find_spec('hf_seqmodels') is not None:\n"
+    "    raise SystemExit('hf_seqmodels should not be importable here')\n"
+)
+
+
+@functools.cache
+def python_without_package() -> str:
+    """The interpreter of a fresh virtual environment that sees this environment's packages (torch,
+    transformers, ...) but not ``hf_seqmodels``, as on a machine where only those are installed.
+
+    The environment is made once per machine and interpreter (``python -m venv --without-pip``); a ``.pth``
+    line puts this environment's site-packages on its path. Python does not run the ``.pth`` files of a
+    folder added that way, so the editable install of ``hf_seqmodels`` (a ``.pth`` import hook) stays out.
+    """
+    key = hashlib.sha1(sys.prefix.encode()).hexdigest()[:12]
+    root = Path(tempfile.gettempdir()) / f"hfsm-without-package-{key}"
+    python = root / "bin" / "python"
+    if not (root / "ready").exists():
+        shutil.rmtree(root, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, timeout=120)
+        purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        Path(purelib, "borrowed_site_packages.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+        (root / "ready").touch()
+    return str(python)
+
+
+def run_in_python_without_package(script: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run ``script`` with :func:`python_without_package` (after checking that ``hf_seqmodels`` is not
+    importable there); fails the test with the end of stderr if it fails."""
+    result = subprocess.run([python_without_package(), "-c", _CHECK_NO_PACKAGE + script], capture_output=True,
+                            text=True, cwd=cwd, timeout=timeout)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
 
 
 def random_ids(batch: int, length: int, vocab_size: int, seed: int = 0, low: int = 4) -> torch.LongTensor:
@@ -43,17 +83,12 @@ def right_pad(rows: list[torch.Tensor], pad_id: int = 0) -> tuple[torch.Tensor, 
 
 
 def run_without_package(folder: Path, auto_class: str, input_ids: torch.Tensor, out_file: Path) -> dict:
-    """Load ``folder`` with ``auto_class.from_pretrained(..., trust_remote_code=True)`` in a fresh Python
-    where ``hf_seqmodels`` cannot be imported; save its logits to ``out_file`` and return its report."""
-    script = _BLOCK_PACKAGE + textwrap.dedent(
+    """Load ``folder`` with ``auto_class.from_pretrained(..., trust_remote_code=True)`` in a fresh virtual
+    environment without ``hf_seqmodels`` (:func:`python_without_package`); save its logits to ``out_file`` and return its report."""
+    script = textwrap.dedent(
         f"""
         import json, torch, transformers
         from safetensors.torch import save_file
-        try:
-            import hf_seqmodels  # noqa: F401
-            raise SystemExit("hf_seqmodels should not be importable here")
-        except ImportError:
-            pass
         model = getattr(transformers, {auto_class!r}).from_pretrained({str(folder)!r}, trust_remote_code=True).eval()
         ids = torch.tensor({input_ids.tolist()!r})
         with torch.no_grad():
@@ -62,10 +97,7 @@ def run_without_package(folder: Path, auto_class: str, input_ids: torch.Tensor, 
         print(json.dumps({{"class": type(model).__name__, "module": type(model).__module__}}))
         """
     )
-    result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, cwd=folder, timeout=300
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_in_python_without_package(script, cwd=folder)
     report = json.loads(result.stdout.strip().splitlines()[-1])
     report["logits"] = load_file(str(out_file))["logits"]
     return report

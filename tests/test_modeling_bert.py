@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
-from model_test_utils import random_ids, right_pad
+from model_test_utils import random_ids, right_pad, run_in_python_without_package
 from torch import nn
 from transformers import AutoConfig, AutoModelForPreTraining
 
@@ -432,8 +432,6 @@ def test_question_answering_pipeline(tokenizer, tmp_path):
 @pytest.mark.slow
 def test_remote_code_loads_pretraining_and_classification_without_the_package(tmp_path):
     import json
-    import subprocess
-    import sys
     import textwrap
 
     pretraining = make(BertForPreTraining, seed=3)
@@ -441,7 +439,7 @@ def test_remote_code_loads_pretraining_and_classification_without_the_package(tm
     pretraining.save_pretrained(tmp_path / "pretraining")
     classifier.save_pretrained(tmp_path / "classifier")
     ids, mask, types = pair_batch()
-    script = "import sys; sys.modules['hf_seqmodels'] = None\n" + textwrap.dedent(
+    script = textwrap.dedent(
         f"""
         import json, torch, transformers
         kw = dict(attention_mask=torch.tensor({mask.tolist()}), token_type_ids=torch.tensor({types.tolist()}))
@@ -458,8 +456,7 @@ def test_remote_code_loads_pretraining_and_classification_without_the_package(tm
         print(json.dumps(report))
         """
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_in_python_without_package(script, cwd=tmp_path)
     report = json.loads(result.stdout.strip().splitlines()[-1])
     for auto, model, fields in (("AutoModelForPreTraining", pretraining, ("prediction_logits", "seq_relationship_logits")),
                                 ("AutoModelForSequenceClassification", classifier, ("logits",))):

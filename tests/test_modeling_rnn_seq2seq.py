@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 
 import pytest
 import torch
-from model_test_utils import left_pad, random_ids, right_pad
+from model_test_utils import left_pad, random_ids, right_pad, run_in_python_without_package
 from torch.nn import functional as F
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, pipeline
 
@@ -419,15 +417,14 @@ def test_remote_code_generates_the_same_translation_without_the_package(tmp_path
     if source_vocab_size:
         ids = torch.where(mask.bool(), ids + 50, ids)  # ids from 54: some only the source vocabulary has
     kw = dict(num_beams=3, coverage_penalty=0.2, **GENERATE)
-    script = "import sys; sys.modules['hf_seqmodels'] = None\n" + textwrap.dedent(f"""
+    script = textwrap.dedent(f"""
         import json, torch
         from transformers import AutoModelForSeq2SeqLM
         model = AutoModelForSeq2SeqLM.from_pretrained({str(tmp_path)!r}, trust_remote_code=True).eval()
         out = model.generate(torch.tensor({ids.tolist()}), attention_mask=torch.tensor({mask.tolist()}), **{kw!r})
         print(json.dumps({{"module": type(model).__module__, "tokens": out.tolist()}}))
         """)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_in_python_without_package(script, cwd=tmp_path)
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["module"].startswith("transformers_modules")
     assert report["tokens"] == model.generate(ids, attention_mask=mask, **kw).tolist()

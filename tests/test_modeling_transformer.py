@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 import textwrap
 
 import pytest
 import torch
-from model_test_utils import left_pad, random_ids, right_pad, run_without_package
+from model_test_utils import (
+    left_pad,
+    random_ids,
+    right_pad,
+    run_in_python_without_package,
+    run_without_package,
+)
 from torch import nn
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
@@ -462,7 +466,7 @@ def test_parity_with_torch_nn_transformer(normalize_before):
 def run_seq2seq_without_package(folder, src: torch.Tensor, tgt: torch.Tensor) -> dict:
     """Load ``folder`` with ``AutoModelForSeq2SeqLM`` and ``trust_remote_code=True`` in a Python where
     ``hf_seqmodels`` cannot be imported; return its class, logits and greedy and beam generations."""
-    script = "import sys; sys.modules['hf_seqmodels'] = None\n" + textwrap.dedent(
+    script = textwrap.dedent(
         f"""
         import json, torch
         from transformers import AutoModelForSeq2SeqLM
@@ -478,8 +482,7 @@ def run_seq2seq_without_package(folder, src: torch.Tensor, tgt: torch.Tensor) ->
         }}))
         """
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=folder, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_in_python_without_package(script, cwd=folder)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 

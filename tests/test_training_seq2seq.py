@@ -12,14 +12,13 @@ import logging
 import math
 import random
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from distributed_utils import launch_two_cpu_processes
 from huggingface_hub import ModelCard
+from model_test_utils import run_in_python_without_package
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianConfig, MarianMTModel, pipeline
 
@@ -351,9 +350,8 @@ def test_separate_vocabulary_folder_runs_its_card_snippet_without_the_package(fa
     out = tmp_path / "run"
     snippet = (out / "README.md").read_text().split("```python\n")[1].split("```")[0]
     snippet = snippet.replace("<user>/<model-name>", str(out)).replace('"A man is riding a bike."', '"kappa mu alpha"')
-    script = "import sys; sys.modules['hf_seqmodels'] = None\n" + snippet + "print(type(model).__module__)\n"
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
+    script = snippet + "print(type(model).__module__)\n"
+    result = run_in_python_without_package(script, cwd=tmp_path)
     printed, module = result.stdout.strip().splitlines()[-2:]
     assert module.startswith("transformers_modules")
     assert all(set(t.split()) <= set(TARGET_WORDS) for t in json.loads(printed.replace("'", '"')))

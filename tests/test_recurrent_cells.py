@@ -142,6 +142,7 @@ def test_padded_batch_equals_each_row_alone(bidirectional):
 
 def test_peephole_is_a_cell_type_with_a_cell_state():
     assert "peephole_lstm" in CELL_TYPES
+    assert RNNConfig.from_preset("peephole-lstm", vocab_size=50).cell_type == "peephole_lstm"
     assert has_cell_state("peephole_lstm") and has_cell_state("lstm") and not has_cell_state("gru")
     assert RecurrentStack("peephole_lstm", IN, H).num_state_tensors == 2
 

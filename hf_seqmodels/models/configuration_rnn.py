@@ -71,6 +71,9 @@ class RNNConfig(PresetMixin, PreTrainedConfig):
         # Karpathy's char-rnn default-sized character model (2 x 512 LSTM)
         "char-rnn": dict(vocab_size=128, cell_type="lstm", hidden_size=512, num_hidden_layers=2,
                          hidden_dropout_prob=0.2, init_range=0.08),
+        # char-rnn's sizes with the course notes' peephole LSTM (recurrent_cells.py; a per-step loop, slower)
+        "peephole-lstm": dict(vocab_size=128, cell_type="peephole_lstm", hidden_size=512, num_hidden_layers=2,
+                              hidden_dropout_prob=0.2, init_range=0.08),
     }
 
     vocab_size: int = 10000

@@ -4,7 +4,9 @@
 weights, so everything here imports only torch, transformers, the standard library and siblings
 (``from .recurrent_stack import ...``). Shared building blocks live here as sibling modules:
 
-* ``recurrent_stack.py`` – the fused RNN/LSTM/GRU stack with padding handling;
+* ``recurrent_stack.py`` – the fused RNN/LSTM/GRU stack with padding handling; ``recurrent_cells.py`` – the
+  peephole LSTM it runs by a per-step loop (``cell_type="peephole_lstm"``);
+* ``tree_lstm.py`` – the child-sum Tree-LSTM (Tai et al. 2015) over batches of trees, level by level;
 * ``state_cache.py`` – the recurrent generation cache and its beam reordering;
 * ``rnn_attention.py`` – Bahdanau and Luong attention scores; ``attention_state.py`` – the
   attention decoder's generation cache and the coverage penalty of beam search;
@@ -67,8 +69,10 @@ from .modeling_transformer import (
     TransformerPreTrainedModel,
 )
 from .multi_head_attention import MultiHeadAttention
+from .recurrent_cells import PeepholeLSTM, PeepholeLSTMCell
 from .recurrent_stack import RecurrentStack
 from .state_cache import RecurrentState
+from .tree_lstm import ChildSumTreeLSTM, ChildSumTreeLSTMCell
 
 __all__ = [
     "BiLSTMCRFConfig",
@@ -102,6 +106,10 @@ __all__ = [
     "RNNSeq2SeqPreTrainedModel",
     "AttentionDecoderState",
     "RecurrentStack",
+    "PeepholeLSTM",
+    "PeepholeLSTMCell",
+    "ChildSumTreeLSTM",
+    "ChildSumTreeLSTMCell",
     "RecurrentState",
     "MultiHeadAttention",
     "TextCNNConfig",

@@ -136,3 +136,21 @@ def test_bio_rules():
     assert allowed_start == [True, True, False, True, False]
     assert [LABELS[i] for i in range(5) if allowed[i][2]] == ["B-PER", "I-PER"]
     assert all(allowed[i][j] for i in range(5) for j in (0, 1, 3))
+
+
+def test_forbidden_positions_follow_the_previous_unmasked_tag():
+    crf = random_crf("BIO")
+    torch.manual_seed(10)
+    tags = torch.randint(0, len(LABELS), (20, 7))
+    mask = torch.rand(20, 7) > 0.3
+    forbidden = crf.forbidden_positions(tags, mask)
+    for row in range(20):
+        previous = "O"  # the start: I-X is forbidden there as after O
+        for t in range(7):
+            if not mask[row, t]:
+                assert not forbidden[row, t]
+                continue
+            label = LABELS[tags[row, t]]
+            assert bool(forbidden[row, t]) == (label.startswith("I-") and previous not in ("B-" + label[2:], label))
+            previous = label
+    assert forbidden.any() and not random_crf(None).forbidden_positions(tags, mask).any()

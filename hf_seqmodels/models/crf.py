@@ -126,7 +126,7 @@ class LinearChainCRF(nn.Module):
 
         Returns ``(alphas, back_pointers, seen)``: ``alphas`` ``(B, T, K)`` the α of each position (carried
         over masked ones), ``back_pointers`` ``(B, T, K)`` the best previous tag (identity at masked and
-        first positions; only filled when ``use_max``) and ``seen`` ``(B,)`` whether a row has any position.
+        first positions; None for ``logsumexp``) and ``seen`` ``(B,)`` whether a row has any position.
         """
         start, transitions, _ = self.scores()
         batch, time, num_tags = emissions.shape
@@ -139,14 +139,15 @@ class LinearChainCRF(nn.Module):
             if use_max:
                 best, pointer = scores.max(dim=1)  # (B, K)
             else:
-                best, pointer = torch.logsumexp(scores, dim=1), identity
-            step = torch.where(seen.unsqueeze(1), best, start.expand_as(best)) + emissions[:, t]
+                best = torch.logsumexp(scores, dim=1)
+            step = torch.where(seen.unsqueeze(1), best, start) + emissions[:, t]
             on = mask[:, t]
             alpha = torch.where(on.unsqueeze(1), step, alpha)
-            pointers.append(torch.where((on & seen).unsqueeze(1), pointer, identity))
+            if use_max:
+                pointers.append(torch.where((on & seen).unsqueeze(1), pointer, identity))
             seen = seen | on
             alphas.append(alpha)
-        return torch.stack(alphas, dim=1), torch.stack(pointers, dim=1), seen
+        return torch.stack(alphas, dim=1), torch.stack(pointers, dim=1) if use_max else None, seen
 
     def log_partition(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """``log Z`` by the forward algorithm: ``(batch,)``.
@@ -160,41 +161,40 @@ class LinearChainCRF(nn.Module):
         log_z = torch.logsumexp(alphas[:, -1] + self.scores()[2], dim=1)
         return torch.where(seen, log_z, torch.zeros_like(log_z))
 
+    @staticmethod
+    def _chain_first(tags: torch.LongTensor, mask: torch.Tensor) -> tuple[torch.LongTensor, torch.Tensor, torch.Tensor]:
+        """Move each row's chain positions to the front, in order (so consecutive columns are linked).
+
+        Returns ``(order, tags, mask)``: the gather index ``(B, T)``, the moved tags (0 at padding) and the
+        moved mask, now right-padded."""
+        order = torch.argsort((~mask).to(torch.int8), dim=1, stable=True)  # (B, T)
+        mask = mask.gather(1, order)
+        return order, tags.gather(1, order).masked_fill(~mask, 0), mask
+
     def path_score(self, emissions: torch.Tensor, tags: torch.LongTensor, mask: torch.Tensor) -> torch.Tensor:
         """``S(C, t)`` of the given tag sequences: ``(batch,)``. ``tags`` ``(batch, time)`` is read only
         where ``mask`` is True (anything, e.g. -100, elsewhere)."""
         start, transitions, end = self.scores()
-        mask = mask.bool()
-        batch, time, _ = emissions.shape
-        tags = tags.masked_fill(~mask, 0)
-        score = emissions.new_zeros(batch)
-        previous = torch.zeros(batch, dtype=torch.long, device=emissions.device)
-        seen = torch.zeros(batch, dtype=torch.bool, device=emissions.device)
-        for t in range(time):
-            tag = tags[:, t]
-            link = torch.where(seen, transitions[previous, tag], start[tag])
-            step = link + emissions[:, t].gather(1, tag.unsqueeze(1)).squeeze(1)
-            on = mask[:, t]
-            score = score + torch.where(on, step, torch.zeros_like(step))
-            previous = torch.where(on, tag, previous)
-            seen = seen | on
-        return score + torch.where(seen, end[previous], torch.zeros_like(score))
+        order, tags, mask = self._chain_first(tags, mask.bool())
+        emitted = emissions.gather(1, order.unsqueeze(2).expand_as(emissions)).gather(2, tags.unsqueeze(2)).squeeze(2)
+        zero = emitted.new_zeros(())
+        score = torch.where(mask, emitted, zero).sum(dim=1)  # Σ f(t_i | i)
+        links = transitions[tags[:, :-1], tags[:, 1:]]  # (B, T-1): A_{t_{i-1} t_i}
+        score = score + torch.where(mask[:, 1:], links, zero).sum(dim=1)
+        length = mask.sum(dim=1)
+        last = tags.gather(1, (length - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
+        ends = start[tags[:, 0]] + end[last]  # A_{0 t_1} + A_{t_n, end}
+        return score + torch.where(length > 0, ends, zero)
 
     def forbidden_positions(self, tags: torch.LongTensor, mask: torch.Tensor) -> torch.Tensor:
         """``(batch, time)`` bool: True where ``tags`` makes a forbidden start or transition (e.g. ``O → I-PER``
         under BIO constraints; IOB1 data has these, IOB2 never)."""
         allowed_start, allowed = self.allowed_masks(tags.device)
         mask = mask.bool()
-        tags = tags.masked_fill(~mask, 0)
-        previous = torch.zeros_like(tags[:, 0])
-        seen = torch.zeros_like(mask[:, 0])
-        forbidden = []
-        for t in range(tags.shape[1]):
-            ok = torch.where(seen, allowed[previous, tags[:, t]], allowed_start[tags[:, t]])
-            forbidden.append(mask[:, t] & ~ok)
-            previous = torch.where(mask[:, t], tags[:, t], previous)
-            seen = seen | mask[:, t]
-        return torch.stack(forbidden, dim=1)
+        order, moved, moved_mask = self._chain_first(tags, mask)
+        ok = torch.cat([allowed_start[moved[:, :1]], allowed[moved[:, :-1], moved[:, 1:]]], dim=1)  # (B, T)
+        forbidden = moved_mask & ~ok
+        return torch.zeros_like(mask).scatter(1, order, forbidden)  # back to the original positions
 
     def neg_log_likelihood(self, emissions: torch.Tensor, tags: torch.LongTensor, mask: torch.Tensor) -> torch.Tensor:
         """``log Z - S(C, t^gold)`` per sequence: ``(batch,)``, zero for rows without positions."""

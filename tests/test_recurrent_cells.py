@@ -84,11 +84,13 @@ def test_layer_runner_steps_the_cell():
     assert torch.allclose(h_n[0], state[0], atol=1e-6) and torch.allclose(c_n[0], state[1], atol=1e-6)
 
 
-@pytest.mark.parametrize("num_layers, bidirectional", [(1, False), (2, False), (2, True)])
-def test_zero_peepholes_equal_nn_lstm(num_layers, bidirectional):
+@pytest.mark.parametrize("num_layers, bidirectional, bias", [(1, False, True), (2, False, True), (2, True, True),
+                                                               (2, True, False)])
+def test_zero_peepholes_equal_nn_lstm(num_layers, bidirectional, bias):
     torch.manual_seed(0)
-    ours = PeepholeLSTM(IN, H, num_layers=num_layers, bidirectional=bidirectional).eval()  # time-major, as nn.LSTM
-    reference = nn.LSTM(IN, H, num_layers=num_layers, bidirectional=bidirectional).eval()
+    kw = dict(num_layers=num_layers, bidirectional=bidirectional, bias=bias)
+    ours = PeepholeLSTM(IN, H, **kw).eval()  # time-major, as nn.LSTM
+    reference = nn.LSTM(IN, H, **kw).eval()
     missing, unexpected = reference.load_state_dict(ours.state_dict(), strict=False)
     assert not missing and all("peephole" in name for name in unexpected)
     zero_peepholes(ours)
@@ -97,6 +99,16 @@ def test_zero_peepholes_equal_nn_lstm(num_layers, bidirectional):
     (out, (h, c)), (ref_out, (ref_h, ref_c)) = ours(x, hx), reference(x, hx)
     for a, b in [(out, ref_out), (h, ref_h), (c, ref_c)]:
         assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_dropout_between_layers_only_in_training():
+    torch.manual_seed(0)
+    stack = PeepholeLSTM(IN, H, num_layers=2, dropout=0.5, batch_first=True)
+    without = PeepholeLSTM(IN, H, num_layers=2, batch_first=True).eval()
+    without.load_state_dict(stack.state_dict())
+    x = torch.randn(B, T, IN)
+    assert not torch.allclose(stack.train()(x)[0], without(x)[0])
+    assert torch.equal(stack.eval()(x)[0], without(x)[0])
 
 
 MASKS = {  # (B, T) rows: right padding, left padding, holes inside, and a row with nothing real

@@ -153,13 +153,14 @@ class PeepholeLSTM(nn.RNNBase):
 
     def _run_direction(self, x, h, c, mask, name: str, reverse: bool):
         """One layer in one direction over ``x`` ``(B, T, F)``; returns outputs ``(B, T, H)``, ``h_n``, ``C_n``."""
-        weight = lambda kind: getattr(self, f"{kind}_{name}")  # noqa: E731
-        x_proj = F.linear(x, weight("weight_ih"), weight("bias_ih") if self.bias else None)  # (B, T, 4H)
-        bias_hh = weight("bias_hh") if self.bias else None
+        weight_ih, weight_hh, weight_peephole = (getattr(self, f"{kind}_{name}")
+                                                 for kind in ("weight_ih", "weight_hh", "weight_peephole"))
+        bias_ih, bias_hh = (getattr(self, f"{kind}_{name}", None) for kind in ("bias_ih", "bias_hh"))  # None: bias=False
+        x_proj = F.linear(x, weight_ih, bias_ih)  # W_x x_t + b_x of every step at once: (B, T, 4H)
         time = x.shape[1]
         outputs = [None] * time
         for t in range(time - 1, -1, -1) if reverse else range(time):
-            h_t, c_t = peephole_lstm_step(x_proj[:, t], h, c, weight("weight_hh"), bias_hh, weight("weight_peephole"))
+            h_t, c_t = peephole_lstm_step(x_proj[:, t], h, c, weight_hh, bias_hh, weight_peephole)
             if mask is None:
                 h, c, outputs[t] = h_t, c_t, h_t
             else:  # padded rows keep their state and output zeros

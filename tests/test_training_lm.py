@@ -220,8 +220,14 @@ def test_training_lowers_validation_loss(family, tokenizer, corpus_ids, tmp_path
     train_ids, eval_ids = corpus_ids
     model = TINY_MODELS[family](len(tokenizer))
     before = evaluate_causal_lm(model, eval_ids, batch_size=2, bptt=16)["eval_loss"]
-    results = train_causal_lm(model, tokenizer, train_ids, eval_ids, engine_args(tmp_path, num_train_epochs=3))
+    results = train_causal_lm(model, tokenizer, train_ids, eval_ids, engine_args(tmp_path, num_train_epochs=3,
+                                                                                 plot=True))
     assert results["steps"] == 3 * math.ceil((1600 // 4 - 1) / 16)
+    assert (tmp_path / "loss_curve.png").is_file()
+    # a picture of the self-attention for the model that has some, on its card
+    has_attention = family == "transformer_lm"
+    assert (tmp_path / "self_attention.png").is_file() == has_attention
+    assert ("](self_attention.png)" in (tmp_path / "README.md").read_text()) == has_attention
     assert results["eval_loss"] < before - 1.0 and results["eval_perplexity"] < 5.0
     assert results["eval_perplexity"] == pytest.approx(math.exp(results["eval_loss"]))
     history = json.loads((tmp_path / "training_history.json").read_text())

@@ -117,13 +117,19 @@ class BertPretrainingLoop(TrainingLoop):
 
     def __init__(self, model, tokenizer, train_examples: list[dict], eval_examples: list[dict],
                  args: BertPretrainingArguments, accelerator: Accelerator):
-        self.train_examples = train_examples
+        self.train_examples, self.eval_examples = train_examples, eval_examples
         fixed = MaskedPairBatches(eval_examples, tokenizer, model.config.vocab_size, batch_size=1, seed=args.seed,
                                   mlm_probability=args.mlm_probability)
         size = args.eval_batch_size
         self.eval_batches = [fixed.masked(eval_examples[i : i + size], seed=args.seed + i)
                              for i in range(0, len(eval_examples), size)]
         super().__init__(model, tokenizer, args, accelerator)
+
+    def attention_sample(self) -> dict[str, torch.Tensor]:
+        """The first held-out sentence pair, unmasked: ``[CLS] A [SEP] B [SEP]``."""
+        example = self.eval_examples[0]
+        return {"input_ids": torch.tensor([example["input_ids"]]),
+                "token_type_ids": torch.tensor([example["token_type_ids"]])}
 
     def build_batches(self, model):
         acc, args = self.accelerator, self.args

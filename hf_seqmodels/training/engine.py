@@ -33,6 +33,7 @@ as a failure with its own non-zero status.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import signal
 import threading
@@ -49,7 +50,7 @@ from tqdm.auto import tqdm
 
 from ..models.config_utils import invalid
 from .checkpointing import TrainerState, load_checkpoint, resolve_checkpoint, save_checkpoint
-from .plotting import plot_loss_curves, write_history
+from .plotting import plot_attention, plot_loss_curves, write_history
 from .schedules import SCHEDULES, build_scheduler
 
 logger = get_logger(__name__)
@@ -58,6 +59,7 @@ OPTIMIZERS = ("sgd", "adamw")
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 SHARDED_TYPES = (DistributedType.FSDP, DistributedType.DEEPSPEED)  # not supported by the checkpoints yet
 MIXED_PRECISIONS = ("no", "fp16", "bf16")
+SELF_ATTENTION_PLOT = "self_attention.png"
 TRACKERS = tuple(t.value for t in LoggerType)  # tensorboard, wandb, mlflow, ... and "all"
 
 
@@ -319,6 +321,10 @@ class TrainingLoop:
         """The task's hyper-parameters for the model card, on top of :func:`engine_card_arguments`."""
         return {}
 
+    def attention_sample(self) -> dict[str, torch.Tensor] | None:
+        """Inputs (batch of one) of a held-out example whose self-attention the model card shows; None: no picture."""
+        return None
+
     # ---- one update
     def train_step(self, batch) -> float:
         """One update on ``batch``; returns the loss averaged over processes."""
@@ -514,9 +520,34 @@ class TrainingLoop:
             if self.tokenizer is not None:
                 self.tokenizer.save_pretrained(self.args.output_dir)
             hyper = {**engine_card_arguments(self.args, accelerator.num_processes), **self.card_arguments()}
+            caption = self.plot_self_attention(model)
+            if caption:
+                card_kwargs["images"] = {caption: SELF_ATTENTION_PLOT, **card_kwargs.get("images", {})}
             write_run_model_card(self.args.output_dir, model, self.tokenizer, results, hyper, training_data,
                                  **card_kwargs)
         accelerator.wait_for_everyone()
+
+    @torch.no_grad()
+    def plot_self_attention(self, model) -> str | None:
+        """``self_attention.png``: the last layer's self-attention (heads averaged) over :meth:`attention_sample`,
+        for models that return attention weights; returns the picture's caption, or None when there is none."""
+        sample = self.attention_sample() if self.args.plot else None
+        if sample is None or "output_attentions" not in inspect.signature(model.forward).parameters:
+            return None
+        was_training = model.training
+        model.eval()
+        device = next(model.parameters()).device
+        out = model(**{k: v.to(device) for k, v in sample.items()}, output_attentions=True, return_dict=True)
+        model.train(was_training)
+        attentions = getattr(out, "attentions", None)
+        if not attentions:
+            return None
+        weights = attentions[-1][0].float().mean(dim=0).cpu()  # (query, key)
+        tokens = self.tokenizer.convert_ids_to_tokens(sample["input_ids"][0].tolist())
+        plot_attention(weights.tolist(), tokens, tokens, Path(self.args.output_dir) / SELF_ATTENTION_PLOT,
+                       title=f"Self-attention, last layer ({len(attentions)}), heads averaged: held-out example",
+                       xlabel="key (attended to)", ylabel="query")
+        return "Self-attention of the last layer on a held-out example (rows: queries, columns: keys)"
 
     def train(self, training_data: str | None = None, eval_dataset: str | None = None) -> dict[str, Any]:
         """Run, save the final model, and return the results. ``training_data`` describes the data on the

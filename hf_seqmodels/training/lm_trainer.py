@@ -129,6 +129,10 @@ class LMTrainingLoop(TrainingLoop):
         self.train_ids, self.eval_ids, self.stateful = train_ids, eval_ids, is_stateful(model)
         super().__init__(model, tokenizer, args, accelerator)
 
+    def attention_sample(self) -> dict[str, torch.Tensor]:
+        """The first 32 held-out tokens."""
+        return {"input_ids": self.eval_ids[:32].unsqueeze(0)}
+
     def build_batches(self, model):
         return build_train_windows(self.train_ids, self.args, model, self.accelerator.process_index,
                                    self.accelerator.num_processes)

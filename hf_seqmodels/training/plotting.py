@@ -49,7 +49,7 @@ def plot_loss_curves(history: list[dict[str, Any]], output_dir: str | Path, titl
 
 
 def plot_attention(weights, source_tokens: list[str], target_tokens: list[str], path: str | Path,
-                   title: str | None = None) -> Path:
+                   title: str | None = None, xlabel: str = "source", ylabel: str = "output") -> Path:
     """An attention heatmap: ``weights`` ``(target_len, source_len)``, one row per generated token, as a PNG."""
     import matplotlib
 
@@ -64,8 +64,8 @@ def plot_attention(weights, source_tokens: list[str], target_tokens: list[str], 
     image = ax.imshow(weights, cmap="viridis", vmin=0.0, aspect="auto")
     ax.set_xticks(range(len(source_tokens)), source_tokens, rotation=90, fontsize=8)
     ax.set_yticks(range(len(target_tokens)), target_tokens, fontsize=8)
-    ax.set_xlabel("source")
-    ax.set_ylabel("output")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_title(title or "Attention weights", fontsize=9)
     fig.colorbar(image, ax=ax, fraction=0.04)
     path = Path(path)

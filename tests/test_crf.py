@@ -154,3 +154,10 @@ def test_forbidden_positions_follow_the_previous_unmasked_tag():
             assert bool(forbidden[row, t]) == (label.startswith("I-") and previous not in ("B-" + label[2:], label))
             previous = label
     assert forbidden.any() and not random_crf(None).forbidden_positions(tags, mask).any()
+
+
+def test_unnamed_labels_give_no_constraints_and_a_warning(caplog):
+    with caplog.at_level("WARNING"):
+        crf = LinearChainCRF(3, {0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"}, constraints="BIO")
+    assert crf.constraints is None and "unnamed" in caplog.text
+    assert all(all(row) for row in crf.allowed_masks()[1].tolist())

@@ -14,7 +14,7 @@ from .config_utils import (
     check_token_id,
     invalid,
 )
-from .crf import CRF_CONSTRAINTS, bio_allowed_transitions
+from .crf import CRF_CONSTRAINTS, bio_allowed_transitions, labels_are_unnamed
 from .recurrent_stack import CELL_TYPES
 
 
@@ -34,8 +34,9 @@ class BiLSTMCRFConfig(PresetMixin, PreTrainedConfig):
         use_crf: put the CRF on the emission scores; ``False`` gives the plain BiLSTM softmax tagger
             (per-token cross-entropy, per-token argmax) for comparison.
         crf_constraints: ``"BIO"`` forbids invalid BIO sequences (``I-X`` only after ``B-X``/``I-X``,
-            never first); the labels (``id2label``) must then all be ``O``, ``B-<type>`` or ``I-<type>``.
-            None for other tag sets (e.g. part-of-speech tags).
+            never first); the labels (``id2label``) must then all be ``O``, ``B-<type>`` or ``I-<type>``
+            (transformers' unnamed ``LABEL_<i>`` placeholders give no constraints, with a warning). None
+            for other tag sets (e.g. part-of-speech tags).
         untagged_token_ids: token ids that are left out of the CRF chain when no labels are given
             (the tokenizer's special tokens, e.g. ``<bos>``); None means the pad, bos and eos ids.
             ``bind_tokenizer`` sets it to the tokenizer's special ids.
@@ -104,7 +105,7 @@ class BiLSTMCRFConfig(PresetMixin, PreTrainedConfig):
         check_choice("crf_constraints", self.crf_constraints, (None, *CRF_CONSTRAINTS))
         if self.crf_constraints is not None and not self.use_crf:
             raise invalid("crf_constraints", self.crf_constraints, "None when use_crf=False (no CRF to constrain)")
-        if self.crf_constraints == "BIO":
+        if self.crf_constraints == "BIO" and not labels_are_unnamed(self.id2label):
             bio_allowed_transitions(self.id2label)  # raises, naming the first label that is not BIO
 
     def untagged_ids(self) -> list[int]:

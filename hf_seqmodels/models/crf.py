@@ -28,7 +28,9 @@ token-classification pipeline, ``Trainer`` metrics) gets Viterbi decoding withou
 CRF. Their softmax is not a probability of the CRF; it only orders the tags at one position.
 
 **Constraints.** With ``constraints="BIO"`` the tags are read from ``id2label`` (``O``, ``B-TYPE``,
-``I-TYPE``): ``I-X`` may only follow ``B-X`` or ``I-X`` and never starts a sentence. Forbidden
+``I-TYPE``): ``I-X`` may only follow ``B-X`` or ``I-X`` and never starts a sentence. Labels nobody named
+(transformers' ``LABEL_0``, ``LABEL_1``, ... of a config built without ``id2label``) give no constraints,
+with a warning; named labels that are not BIO are an error. Forbidden
 transitions and starts get the score :data:`IMPOSSIBLE` (a large negative number, finite so that
 gradients stay finite) in training and in decoding alike.
 
@@ -41,15 +43,24 @@ are vectorised.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 
 import torch
 from torch import nn
 
+logger = logging.getLogger(__name__)
+
 IMPOSSIBLE = -10000.0  # score of a forbidden transition or start (exp(-1e4) is 0 in float32)
 CRF_CONSTRAINTS = ("BIO",)
 _BIO_LABEL = re.compile(r"^(?:O|[BI]-\S+)$")
+_UNNAMED_LABEL = re.compile(r"^LABEL_\d+$")  # transformers' names for labels nobody named
+
+
+def labels_are_unnamed(id2label: Mapping[int, str] | list[str]) -> bool:
+    """True when every label is transformers' placeholder ``LABEL_<i>`` (a config built without ``id2label``)."""
+    return all(isinstance(id2label[i], str) and _UNNAMED_LABEL.match(id2label[i]) for i in range(len(id2label)))
 
 
 def bio_allowed_transitions(id2label: Mapping[int, str] | list[str]) -> tuple[list[bool], list[list[bool]]]:
@@ -93,6 +104,10 @@ class LinearChainCRF(nn.Module):
         self.start_transitions = nn.Parameter(torch.zeros(num_tags))
         self.transitions = nn.Parameter(torch.zeros(num_tags, num_tags))
         self.end_transitions = nn.Parameter(torch.zeros(num_tags))
+        if constraints == "BIO" and id2label is not None and labels_are_unnamed(id2label):
+            logger.warning("constraints='BIO' but the %d labels are unnamed (LABEL_0, ...): no transition is "
+                           "forbidden. Give id2label the tag names (O, B-PER, I-PER, ...).", num_tags)
+            constraints = None
         if constraints is None:
             allowed_start, allowed = [True] * num_tags, [[True] * num_tags for _ in range(num_tags)]
         elif constraints == "BIO":
@@ -243,4 +258,4 @@ class LinearChainCRF(nn.Module):
         return self.neg_log_likelihood(emissions, tags, mask).mean()
 
 
-__all__ = ["CRF_CONSTRAINTS", "IMPOSSIBLE", "LinearChainCRF", "bio_allowed_transitions"]
+__all__ = ["CRF_CONSTRAINTS", "IMPOSSIBLE", "LinearChainCRF", "bio_allowed_transitions", "labels_are_unnamed"]

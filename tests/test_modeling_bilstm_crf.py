@@ -118,7 +118,7 @@ def test_padding_never_changes_tags_or_logits():
     model = tiny_tagger(seed=3, char_encoder="lstm")
     rows = [random_ids(1, n, 99, seed=n)[0] for n in (3, 7, 5)]
     ids, mask = right_pad(rows)
-    labels = torch.where(mask.bool(), torch.randint(0, 2, ids.shape) * 0, -100)
+    labels = torch.where(mask.bool(), 0, -100)  # every real token tagged O
     with torch.no_grad():
         batch = model(ids, attention_mask=mask)
         batch_loss = model(ids, attention_mask=mask, labels=labels).loss
@@ -299,6 +299,15 @@ def test_trainer_then_token_classification_pipeline_decodes_with_viterbi(word_to
     expected = [(tok, tags[t]) for tok, t in zip(tokens, viterbi.tolist(), strict=True) if t >= 0 and tags[t] != "O"]
     assert expected and [(e["word"], e["entity"]) for e in entities] == expected
     assert is_valid_bio([tags[t] for t in viterbi.tolist() if t >= 0])
+    grouped = pipeline("token-classification", model=model, tokenizer=tokenizer, aggregation_strategy="simple")
+    spans = [(g["entity_group"], g["word"]) for g in grouped(sentence)]
+    entities_of_words = []
+    for token, tag in expected:  # valid BIO: B- opens an entity, I- continues it
+        if tag.startswith("B-"):
+            entities_of_words.append((tag[2:], [token]))
+        else:
+            entities_of_words[-1][1].append(token)
+    assert spans == [(kind, " ".join(ws)) for kind, ws in entities_of_words]
 
 
 def test_unknown_words_get_their_characters_from_the_text(word_tokenizer):

@@ -124,6 +124,16 @@ CITATIONS["hfsm_transformer"] = CITATIONS["hfsm_transformer_lm"] = (
   year={2017}
 }""",
 )
+CITATIONS["hfsm_textcnn"] = (
+    "Kim (2014), Convolutional Neural Networks for Sentence Classification",
+    """@inproceedings{kim2014convolutional,
+  title={Convolutional Neural Networks for Sentence Classification},
+  author={Kim, Yoon},
+  booktitle={EMNLP},
+  pages={1746--1751},
+  year={2014}
+}""",
+)
 
 ARCHITECTURES = {
     "hfsm_nnlm": lambda c: (
@@ -151,6 +161,10 @@ ARCHITECTURES = {
     "hfsm_bert": lambda c: (
         f"BERT encoder: {c.num_hidden_layers} layers, hidden size {c.hidden_size}, {c.num_attention_heads} heads, "
         f"feed-forward {c.intermediate_size}"
+    ),
+    "hfsm_textcnn": lambda c: (
+        f"TextCNN sentence classifier: {c.num_filters} filters of each width {', '.join(map(str, c.filter_sizes))} "
+        f"over {c.embedding_size}-dimensional embeddings ({c.embedding_mode}), max-over-time pooling"
     ),
 }
 

@@ -324,7 +324,8 @@ def test_finetune_cli_with_random_and_pretrained_embeddings(word_tokenizer_folde
     assert "zebra" not in vocab
     for word in ("dull", "funny", "film"):  # static: still exactly the given vectors after training
         assert torch.equal(table[vocab[word]], torch.tensor(vectors[word]))
-    assert "vectors.txt" in (tmp_path / "static" / "README.md").read_text()
+    card = (tmp_path / "static" / "README.md").read_text()
+    assert "vectors.txt" in card and "Kim (2014)" in card and "filters of each width 2, 3" in card
 
     with pytest.raises(ValueError, match="give --pretrained_embeddings"):
         finetune(tmp_path / "x", word_tokenizer_folder, "--config_overrides", "embedding_mode=non-static")

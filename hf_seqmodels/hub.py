@@ -147,7 +147,8 @@ ARCHITECTURES = {
     ),
     "hfsm_rnn_seq2seq": lambda c: (
         f"RNN encoder-decoder ({c.encoder_layers}-layer {'bidirectional ' if c.bidirectional_encoder else ''}"
-        f"{c.encoder_cell_type.upper()} encoder, {c.decoder_layers}-layer {c.decoder_cell_type.upper()} decoder, "
+        f"{c.encoder_cell_type.upper().replace('_', ' ')} encoder, {c.decoder_layers}-layer "
+        f"{c.decoder_cell_type.upper().replace('_', ' ')} decoder, "
         f"hidden size {c.hidden_size}) with {c.attention_score} attention, {c.attention_wiring} wiring"
     ),
     "hfsm_transformer": lambda c: (

@@ -4,6 +4,8 @@ Attention RNN (``RNNSeq2SeqForConditionalGeneration``, Bahdanau wiring by defaul
 
 * beam search with ``--rnn-beams`` (5) against greedy on a batch of ``--rnn-batch`` (32) sources,
   both forced to ``--new-tokens`` steps — target < 3×: the beams run as one batch, not a Python loop;
+  the same ratio of transformers' ``MarianMTModel`` (sizes below) is printed beside it as the reference of
+  what batched beam search costs a decoder whose steps are dominated by matrix products;
 * training throughput (target tokens per second of a teacher-forced step), informational.
 
 Transformer (``TransformerForConditionalGeneration``) against transformers' ``MarianMTModel`` built
@@ -116,14 +118,21 @@ def bench_rnn(args, generator: torch.Generator) -> list[dict]:
                                           attention_hidden_size=args.rnn_hidden, hidden_dropout_prob=0.0)
     model = RNNSeq2SeqForConditionalGeneration(config).eval()
     source = torch.randint(4, args.vocab_size, (args.rnn_batch, args.source_length), generator=generator)
-    n = args.new_tokens
+    n, beams = args.new_tokens, args.rnn_beams
+    _, marian = transformer_pair(args)
+    marian.eval()
     with torch.no_grad():
-        times = timed(f"attention RNN ({config.attention_score}, {config.attention_wiring}): batch {args.rnn_batch}, "
-                      f"{n} new tokens", {"greedy": lambda: decode(model, source, n),
-                                          f"beam {args.rnn_beams}": lambda: decode(model, source, n, args.rnn_beams)},
+        times = timed(f"attention RNN ({config.attention_score}, {config.attention_wiring}) and MarianMTModel: "
+                      f"batch {args.rnn_batch}, {n} new tokens",
+                      {"greedy": lambda: decode(model, source, n),
+                       f"beam {beams}": lambda: decode(model, source, n, beams),
+                       "MarianMTModel greedy": lambda: decode(marian, source, n),
+                       f"MarianMTModel beam {beams}": lambda: decode(marian, source, n, beams)},
                       args, args.rnn_batch * n, "tokens/s")
-    ratios = [report_ratio(f"RNN: beam {args.rnn_beams} / greedy (batch {args.rnn_batch})",
-                           paired_ratio(times[f"beam {args.rnn_beams}"], times["greedy"]), 3.0, higher_is_better=False)]
+    ratios = [report_ratio(f"RNN: beam {beams} / greedy (batch {args.rnn_batch})",
+                           paired_ratio(times[f"beam {beams}"], times["greedy"]), 3.0, higher_is_better=False),
+              report_ratio(f"reference, MarianMTModel: beam {beams} / greedy (batch {args.rnn_batch})",
+                           paired_ratio(times[f"MarianMTModel beam {beams}"], times["MarianMTModel greedy"]))]
     model.train()
     batch = random_batch(args, args.train_batch, generator)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)

@@ -90,16 +90,20 @@ class Word2VecConfig:
 
 
 class NegativeSampler:
-    """Draws noise words from ``P_n(w) ∝ count(w)^power`` (exactly, by ``torch.multinomial``)."""
+    """Draws noise words from ``P_n(w) ∝ count(w)^power`` through a table of ``table_size`` word ids in
+    which word ``w`` fills a share ``P_n(w)`` of the cells (word2vec.c's unigram table; a uniform cell
+    index picks a word with probability ``P_n(w)`` up to rounding to ``1 / table_size``)."""
 
-    def __init__(self, vocab: Vocabulary, power: float = 0.75, generator: torch.Generator | None = None):
-        self.probabilities = torch.from_numpy(vocab.noise_distribution(power)).float()
+    def __init__(self, vocab: Vocabulary, power: float = 0.75, generator: torch.Generator | None = None,
+                 table_size: int = 10_000_000):
+        self.probabilities = vocab.noise_distribution(power)
+        cells = np.round(np.cumsum(self.probabilities) * table_size).astype(np.int64)  # end cell of each word
+        self.table = torch.from_numpy(np.repeat(np.arange(len(vocab), dtype=np.int32), np.diff(cells, prepend=0)))
         self.generator = generator
 
     def sample(self, shape: tuple[int, ...]) -> torch.Tensor:
-        n = math.prod(shape)
-        draws = torch.multinomial(self.probabilities, n, replacement=True, generator=self.generator)
-        return draws.view(shape)
+        cells = torch.randint(len(self.table), (math.prod(shape),), generator=self.generator)
+        return self.table.index_select(0, cells).long().view(shape)
 
 
 class Word2VecTrainer:
@@ -120,6 +124,7 @@ class Word2VecTrainer:
             self.output_vectors = torch.zeros(size - 1, dim)
             self.paths, self.codes, self.path_mask = build_huffman_tree(vocab.counts).padded()
         self.keep_probabilities = vocab.keep_probabilities(config.sample, config.subsampling_formula)
+        self._buffers: dict[str, torch.Tensor] = {}
 
     # ------------------------------------------------------------------------------------------
     # Training loop
@@ -130,13 +135,14 @@ class Word2VecTrainer:
         check_window(cfg.window, corpus)
         sentence = corpus.sentence_index()
         total = len(corpus.ids) * cfg.epochs
-        bar = tqdm(total=total, unit="word", desc=f"word2vec {cfg.architecture}", disable=not progress)
+        bar = tqdm(total=total, unit="word", desc=f"word2vec {cfg.architecture}", disable=not progress,
+                   mininterval=1.0)
         loss_sum, loss_count = 0.0, 0
         for epoch in range(cfg.epochs):
             kept = np.flatnonzero(self.rng.random(len(corpus.ids)) < self.keep_probabilities[corpus.ids])
             ids, sent = corpus.ids[kept], sentence[kept]
             done_before = 0
-            for start in range(0, len(ids), cfg.batch_words):
+            for batch, start in enumerate(range(0, len(ids), cfg.batch_words)):
                 end = min(start + cfg.batch_words, len(ids))
                 done = int(kept[end - 1]) + 1  # raw words of this epoch read so far
                 lr = self._learning_rate((epoch * len(corpus.ids) + done) / total)
@@ -144,7 +150,7 @@ class Word2VecTrainer:
                 loss_sum, loss_count = loss_sum + loss, loss_count + pairs
                 bar.update(done - done_before)
                 done_before = done
-                if bar.n % 50 == 0 or end == len(ids):
+                if batch % 100 == 0:
                     bar.set_postfix(loss=f"{loss_sum / max(loss_count, 1):.4f}", lr=f"{lr:.5f}", refresh=False)
             bar.update(len(corpus.ids) - done_before)
             logger.info("word2vec epoch %d: mean loss %.4f per prediction", epoch + 1,
@@ -188,7 +194,7 @@ class Word2VecTrainer:
             if len(rows) == 0:
                 return 0.0, 0
             inputs = centre_ids[torch.from_numpy(rows)]  # (P,) centre of each pair
-            h = self.input_vectors[inputs]  # (P, D)
+            h = self.input_vectors.index_select(0, inputs)  # (P, D)
             grad_h, loss = self._output_step(h, torch.from_numpy(ids[positions[rows, cols]]), lr)
             self.input_vectors.index_add_(0, inputs, grad_h)
             return loss, len(rows)
@@ -197,7 +203,8 @@ class Word2VecTrainer:
             return 0.0, 0
         context = torch.from_numpy(ids[positions[has_context]])  # (B, 2w)
         weight = torch.from_numpy(mask[has_context]).float()  # (B, 2w)
-        h = (self.input_vectors[context] * weight.unsqueeze(-1)).sum(1) / weight.sum(1, keepdim=True)  # (B, D)
+        context_vectors = self.input_vectors.index_select(0, context.flatten()).view(*context.shape, -1)  # (B, 2w, D)
+        h = (context_vectors * weight.unsqueeze(-1)).sum(1) / weight.sum(1, keepdim=True)  # (B, D)
         grad_h, loss = self._output_step(h, centre_ids[torch.from_numpy(has_context)], lr)
         # word2vec.c: the averaged input's update goes to each context word undivided
         self.input_vectors.index_add_(0, context.flatten(), (grad_h.unsqueeze(1) * weight.unsqueeze(-1)).flatten(0, 1))
@@ -218,13 +225,25 @@ class Word2VecTrainer:
         else:
             rows, codes, weight = self.paths[target], self.codes[target], self.path_mask[target]  # (N, L)
             labels = 1.0 - codes
-        u = self.output_vectors[rows]  # (N, T, D)
-        logits = torch.bmm(u, h.unsqueeze(-1)).squeeze(-1)  # (N, T)
+        shape = (*rows.shape, h.shape[1])
+        flat = self._scratch("u", (rows.numel(), h.shape[1]))
+        u = torch.index_select(self.output_vectors, 0, rows.flatten(), out=flat).view(shape)  # (N, T, D)
+        product = torch.mul(u, h.unsqueeze(1), out=self._scratch("product", shape))  # (N, T, D)
+        logits = product.sum(-1)  # (N, T)
         g = (labels - torch.sigmoid(logits)) * weight * lr  # (N, T)
         loss = -(torch.nn.functional.logsigmoid((2 * labels - 1) * logits) * weight).sum()
         grad_h = torch.bmm(g.unsqueeze(1), u).squeeze(1)  # (N, D)
-        self.output_vectors.index_add_(0, rows.flatten(), (g.unsqueeze(-1) * h.unsqueeze(1)).flatten(0, 1))
+        update = torch.mul(g.unsqueeze(-1), h.unsqueeze(1), out=product)  # (N, T, D): g u-update per target
+        self.output_vectors.index_add_(0, rows.flatten(), update.flatten(0, 1))
         return grad_h, float(loss)
+
+    def _scratch(self, name: str, shape: tuple[int, ...]) -> torch.Tensor:
+        """A reused buffer viewed as ``shape`` (large temporaries are not reallocated every batch)."""
+        size = math.prod(shape)
+        buffer = self._buffers.get(name)
+        if buffer is None or buffer.numel() < size:
+            buffer = self._buffers[name] = torch.empty(max(size, 2 * (0 if buffer is None else buffer.numel())))
+        return buffer[:size].view(shape)
 
 
 def train_word2vec(train_files: str | Path | list, config: Word2VecConfig | None = None,

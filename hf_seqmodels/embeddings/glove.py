@@ -99,15 +99,15 @@ class GloVeTrainer:
 
     def _step(self, i: torch.Tensor, j: torch.Tensor, log_x: torch.Tensor, f: torch.Tensor) -> float:
         """One AdaGrad step on the entries ``(i, j)`` of a batch; returns their summed ``½ f diff²``."""
-        w_i, w_j = self.word[i], self.context[j]  # (N, D)
-        diff = (w_i * w_j).sum(1) + self.word_bias[i] + self.context_bias[j] - log_x  # (N,)
+        w_i, w_j = self.word.index_select(0, i), self.context.index_select(0, j)  # (N, D)
+        diff = (w_i * w_j).sum(1) + self.word_bias.index_select(0, i) + self.context_bias.index_select(0, j) - log_x
         f_diff = f * diff
         grads = {"word": (i, f_diff.unsqueeze(1) * w_j), "context": (j, f_diff.unsqueeze(1) * w_i),
                  "word_bias": (i, f_diff), "context_bias": (j, f_diff)}
         lr = self.config.learning_rate
         for name, (index, grad) in grads.items():
             squared = self.squared[name]
-            self._parameters()[name].index_add_(0, index, -lr * grad / squared[index].sqrt())
+            self._parameters()[name].index_add_(0, index, -lr * grad / squared.index_select(0, index).sqrt())
             squared.index_add_(0, index, grad * grad)
         return float(0.5 * (f_diff * diff).sum())
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 COMMANDS = {"train-lm": ".training.lm_cli", "train-seq2seq": ".training.seq2seq_cli",
             "pretrain-bert": ".training.bert_cli", "finetune": ".training.finetune",
-            "train-tokenizer": ".tokenization.cli", "ngram": ".training.ngram_cli"}
+            "train-tokenizer": ".tokenization.cli", "ngram": ".training.ngram_cli",
+            "embeddings": ".training.embeddings_cli"}
 
 
 def _demo_parser(subparsers) -> None:
@@ -106,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                           "tokenizer_scripts/train_tokenizer.py)", add_help=False)
     subparsers.add_parser("ngram", help="fit an n-gram LM (add-k or Kneser-Ney) and report validation perplexity "
                           "(same options as training/train_ngram.py)", add_help=False)
+    subparsers.add_parser("embeddings", help="train word2vec, GloVe or SVD word vectors (same options as "
+                          "training/train_embeddings.py)", add_help=False)
     if argv and argv[0] in COMMANDS:
         module = importlib.import_module(COMMANDS[argv[0]], __package__)
         module.main(argv[1:])

@@ -110,6 +110,7 @@ def main() -> None:
                          f"{acc[name].correct}/{acc[name].total}"])
         results[architecture] = {
             "words_per_second": {n: words / statistics.median(t) for n, t in times.items()},
+            "seconds_per_round": times,
             "speed": report_ratio(f"{architecture} negative sampling: words/s ours / gensim", ratio),
             "analogy_accuracy": {n: a.accuracy for n, a in acc.items()},
             "analogies_answered": {n: a.total for n, a in acc.items()},

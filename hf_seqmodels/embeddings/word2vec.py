@@ -53,7 +53,11 @@ LOSSES = ("negative_sampling", "hierarchical_softmax")
 
 @dataclass
 class Word2VecConfig:
-    """Settings of a word2vec run; defaults are word2vec.c's (learning rate 0.025 skip-gram, 0.05 CBOW)."""
+    """Settings of a word2vec run; defaults are word2vec.c's (learning rate 0.025 skip-gram, 0.05 CBOW).
+
+    ``batch_words`` centre words share one update, in which the updates of a row add up: on a vocabulary
+    of a few dozen words a frequent row gets many at once, so use a small value there (e.g. 64).
+    """
 
     architecture: str = "skipgram"
     loss: str = "negative_sampling"

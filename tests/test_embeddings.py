@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from hf_seqmodels.cli import main as hf_seqmodels_main
 from hf_seqmodels.embeddings import WordVectors
 from hf_seqmodels.embeddings.cooccurrence import count_cooccurrences
 from hf_seqmodels.embeddings.glove import GloVeConfig, GloVeTrainer, glove_weight
@@ -69,6 +70,17 @@ def test_huffman_codes_are_prefix_free_and_frequent_words_get_short_codes():
     for code, point in zip(tree.codes, tree.points, strict=True):
         assert len(code) == len(point) and point[0] == len(counts) - 2  # every path starts at the root
         assert all(0 <= p < len(counts) - 1 for p in point)
+
+
+def test_hierarchical_softmax_probabilities_sum_to_one():
+    """P(w | h) = prod_j sigma((1 - 2 d_j) u_{p_j} . h) is a distribution over the vocabulary."""
+    tree = build_huffman_tree([50, 20, 20, 7, 3, 1, 1])
+    points, codes, mask = tree.padded()
+    generator = torch.Generator().manual_seed(0)
+    nodes, h = torch.randn(tree.num_inner_nodes, 4, generator=generator), torch.randn(4, generator=generator)
+    signs = 1 - 2 * codes  # (V, L)
+    log_p = (torch.nn.functional.logsigmoid(signs * (nodes[points] @ h)) * mask).sum(1)  # (V,)
+    assert log_p.exp().sum().item() == pytest.approx(1.0, abs=1e-6)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -306,7 +318,7 @@ def test_command_line_writes_vectors_and_analogy_accuracy(topic_corpus, tmp_path
     summary = json.loads((out / "analogies.json").read_text())
     assert summary["answered"] == 1 and summary["skipped"] == 0
     out = tmp_path / "w2v"
-    cli_main(["--train_file", topic_corpus, "--method", "word2vec", "--architecture", "cbow", "--loss",
+    hf_seqmodels_main(["embeddings", "--train_file", topic_corpus, "--method", "word2vec", "--architecture", "cbow", "--loss",
               "hierarchical_softmax", "--vector_size", "8", "--epochs", "1", "--min_count", "1",
               "--output_dir", str(out)])
     assert WordVectors.load(out).metadata["loss"] == "hierarchical_softmax"

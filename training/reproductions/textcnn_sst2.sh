@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# TextCNN (Kim 2014, preset kim2014: windows 3/4/5 x 100 filters, dropout 0.5, l2 max-norm 3) on SST-2 (GLUE:
+# 67,349 training phrases, 872 dev sentences), dev accuracy with random initial embeddings (CNN-rand, 300-d)
+# and with word vectors trained on WikiText-2 (word2vec and GloVe text files) in the static, non-static and
+# multichannel modes.
+# The word-level tokenizer (lowercased) is trained on the SST-2 training sentences only.
+# Each run: Adam (lr 1e-3, linear decay), batch 50, EPOCHS epochs, one thread, 3-4 minutes per epoch.
+# Kim used Adadelta for 25 epochs; Trainer has no Adadelta and this budget is ~10 minutes a run.
+#
+#   bash training/reproductions/textcnn_sst2.sh [shared data folder] [vectors folder] [epochs] [runs...]
+#   runs: rand and <vectors>-<mode> with vectors word2vec or glove ($VECTORS/<vectors>.txt) and mode static,
+#   non-static or multichannel; default: rand, then every vectors-mode pair (7 runs, about an hour)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+DATA=${1:-../shared/data}
+VECTORS=${2:-/tmp/hfsm_vectors}
+EPOCHS=${3:-2}
+RUNS=("${@:4}")
+[ ${#RUNS[@]} -gt 0 ] || RUNS=(rand word2vec-static word2vec-non-static word2vec-multichannel
+                                glove-static glove-non-static glove-multichannel)
+mkdir -p runs
+tail -n +2 "$DATA/sst2/train.tsv" | cut -f2 > runs/sst2_sentences.txt
+OMP_NUM_THREADS=1 python tokenizer_scripts/train_tokenizer.py --kind word --lowercase --min_frequency 1 \
+    --vocab_size 30000 --train_file runs/sst2_sentences.txt --output_dir runs/sst2-word-tokenizer
+
+SST2=(--task sequence-classification --model_family textcnn --preset kim2014
+      --tokenizer_name_or_path runs/sst2-word-tokenizer
+      --train_file "$DATA/sst2/train.tsv" --validation_file "$DATA/sst2/dev.tsv" --max_seq_length 64
+      --per_device_train_batch_size 50 --per_device_eval_batch_size 256 --learning_rate 1e-3 --weight_decay 0
+      --num_train_epochs "$EPOCHS" --eval_strategy epoch --save_strategy no --logging_steps 200
+      --report_to none --use_cpu --seed 42 --disable_tqdm true)
+
+run() {  # run NAME [extra flags...]
+  local name=$1; shift
+  OMP_NUM_THREADS=1 python training/finetune.py "${SST2[@]}" "$@" --output_dir "runs/sst2-textcnn-$name" \
+      > "runs/sst2-textcnn-$name.log" 2>&1
+  python -c "import json, sys; r = json.load(open(sys.argv[1])); print(sys.argv[2], 'dev accuracy', \
+round(r['eval_accuracy'], 4), 'train s', round(r['train_runtime_seconds']))" \
+      "runs/sst2-textcnn-$name/all_results.json" "$name"
+}
+
+for name in "${RUNS[@]}"; do
+  if [ "$name" = rand ]; then run rand; continue; fi
+  vectors=${name%%-*}; mode=${name#*-}
+  file="$VECTORS/$vectors.txt"
+  if [ ! -f "$file" ]; then echo "skipping $name: no $file"; continue; fi
+  dim=$(head -1 "$file" | cut -d' ' -f2)
+  run "$name" --pretrained_embeddings "$file" --config_overrides "embedding_mode=$mode,embedding_size=$dim"
+done

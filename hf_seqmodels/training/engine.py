@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import math
+import platform
 import signal
 import threading
 import time
@@ -43,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from accelerate import Accelerator
+from accelerate import Accelerator, PartialState
 from accelerate.logging import get_logger
 from accelerate.utils import DistributedType, LoggerType, set_seed
 from tqdm.auto import tqdm
@@ -228,6 +229,19 @@ def configure_generation(model: torch.nn.Module, tokenizer, max_new_tokens: int)
         setattr(generation_config, name, value)
 
 
+def describe_hardware(num_processes: int = 1) -> str:
+    """What trained the model, for its card: ``"2 processes on CPU (x86_64, 1 torch thread each)"`` or
+    ``"8 processes on NVIDIA H100 80GB HBM3"``."""
+    device = PartialState().device if PartialState._shared_state else torch.device("cpu")
+    processes = f"{num_processes} process{'es' if num_processes > 1 else ''}"
+    if device.type == "cuda":
+        return f"{processes} on {torch.cuda.get_device_name(device)}"
+    if device.type != "cpu":
+        return f"{processes} on {device.type}"
+    threads = torch.get_num_threads()
+    return f"{processes} on CPU ({platform.machine()}, {threads} torch thread{'s' if threads > 1 else ''} each)"
+
+
 def engine_card_arguments(args: EngineArguments, num_processes: int = 1) -> dict[str, Any]:
     """The hyper-parameters every model card lists under "Training procedure"."""
     schedule = f"{args.lr_scheduler}, {args.warmup_steps} warm-up steps"
@@ -245,7 +259,7 @@ def engine_card_arguments(args: EngineArguments, num_processes: int = 1) -> dict
         "gradient clipping (max norm)": args.max_grad_norm,
         "epochs (max)": args.num_train_epochs,
         "time cap (minutes)": args.max_train_minutes,
-        "processes": num_processes,
+        "hardware": describe_hardware(num_processes),
         "mixed precision": args.mixed_precision,
         "seed": args.seed,
         **{k: v for k, v in extras.items() if v},

@@ -9,12 +9,15 @@
 #
 #   bash training/reproductions/textcnn_sst2.sh [shared data folder] [vectors folder] [epochs] [runs...]
 #   runs: rand and <vectors>-<mode> with vectors word2vec or glove ($VECTORS/<vectors>.txt) and mode static,
-#   non-static or multichannel; default: rand, then every vectors-mode pair (7 runs, about an hour)
+#   non-static or multichannel; default: rand, then every vectors-mode pair (7 runs, about an hour).
+#   SEED=1 bash ... runs with another seed (output folders end in -seed1).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DATA=${1:-../shared/data}
 VECTORS=${2:-/tmp/hfsm_vectors}
 EPOCHS=${3:-2}
+SEED=${SEED:-42}
+SUFFIX=$([ "$SEED" = 42 ] || echo "-seed$SEED")
 RUNS=("${@:4}")
 [ ${#RUNS[@]} -gt 0 ] || RUNS=(rand word2vec-static word2vec-non-static word2vec-multichannel
                                 glove-static glove-non-static glove-multichannel)
@@ -28,10 +31,10 @@ SST2=(--task sequence-classification --model_family textcnn --preset kim2014
       --train_file "$DATA/sst2/train.tsv" --validation_file "$DATA/sst2/dev.tsv" --max_seq_length 64
       --per_device_train_batch_size 50 --per_device_eval_batch_size 256 --learning_rate 1e-3 --weight_decay 0
       --num_train_epochs "$EPOCHS" --eval_strategy epoch --save_strategy no --logging_steps 200
-      --report_to none --use_cpu --seed 42 --disable_tqdm true)
+      --report_to none --use_cpu --seed "$SEED" --disable_tqdm true)
 
 run() {  # run NAME [extra flags...]
-  local name=$1; shift
+  local name=$1$SUFFIX; shift
   OMP_NUM_THREADS=1 python training/finetune.py "${SST2[@]}" "$@" --output_dir "runs/sst2-textcnn-$name" \
       > "runs/sst2-textcnn-$name.log" 2>&1
   python -c "import json, sys; r = json.load(open(sys.argv[1])); print(sys.argv[2], 'dev accuracy', \

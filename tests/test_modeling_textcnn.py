@@ -22,11 +22,17 @@ from transformers import (
 
 import hf_seqmodels  # noqa: F401  (registers the Auto classes)
 from hf_seqmodels import TextCNNConfig, TextCNNForSequenceClassification, TextCNNModel
+from hf_seqmodels.embeddings import WordVectors
 from hf_seqmodels.models.config_utils import ConfigValidationError
 from hf_seqmodels.tokenization import train_tokenizer
 from hf_seqmodels.tokenization.cleaning import CleaningConfig
 from hf_seqmodels.training.classification_data import read_classification_file
 from hf_seqmodels.training.finetune import main as finetune_main
+from hf_seqmodels.training.pretrained_embeddings import (
+    check_embedding_source,
+    initialise_embeddings,
+    load_word_vectors,
+)
 
 MODES = ["rand", "static", "non-static", "multichannel"]
 SST2_TINY = Path(__file__).parent / "data" / "finetune" / "sst2_tiny.tsv"
@@ -336,3 +342,26 @@ def test_finetune_cli_with_random_and_pretrained_embeddings(word_tokenizer_folde
                  "--config_overrides", "embedding_mode=static")
     with pytest.raises(ValueError, match="`max_seq_length`=2"):
         finetune(tmp_path / "z", word_tokenizer_folder, "--max_seq_length", "2")
+
+
+def test_word_vectors_from_a_folder_or_a_word2vec_file_fill_the_vocabulary_rows(word_tokenizer_folder, tmp_path):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(word_tokenizer_folder)
+    vectors = WordVectors(["dull", "funny"], torch.tensor([[0.5] * 12, [-0.25] * 12]))
+    vectors.save(tmp_path / "folder")
+    vectors.save_word2vec_format(tmp_path / "vectors.txt")
+    vocab = tokenizer.get_vocab()
+    for source in (tmp_path / "folder", tmp_path / "vectors.txt"):
+        assert torch.equal(load_word_vectors(source).vectors, vectors.vectors)
+        model = TextCNNForSequenceClassification(TextCNNConfig.from_preset(
+            "tiny", vocab_size=len(tokenizer), embedding_mode="non-static"))
+        coverage = initialise_embeddings(model, source, tokenizer)
+        assert coverage == pytest.approx(2 / len(vocab))
+        assert torch.equal(model.model.embed_tokens.weight[vocab["funny"]], vectors["funny"])
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        load_word_vectors(tmp_path / "missing.txt")
+    from hf_seqmodels import RNNConfig, RNNForSequenceClassification
+
+    with pytest.raises(ValueError, match="cannot be initialised from word vectors"):
+        check_embedding_source(RNNForSequenceClassification(RNNConfig.from_preset("tiny")), str(tmp_path / "vectors.txt"))

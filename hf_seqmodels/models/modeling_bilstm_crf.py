@@ -36,11 +36,10 @@ from transformers import initialization as init
 from transformers.modeling_outputs import BaseModelOutput, TokenClassifierOutput
 from transformers.utils.generic import can_return_tuple
 
-from .char_encoder import build_char_encoder, char_output_size, embed_words, fill_char_tables
+from .char_encoder import fill_char_tables
 from .configuration_bilstm_crf import BiLSTMCRFConfig
 from .crf import LinearChainCRF
-from .input_checks import check_input_ids, current_mask
-from .recurrent_stack import RecurrentStack
+from .modeling_rnn import RNNModel
 
 IGNORE_INDEX = -100
 
@@ -73,29 +72,12 @@ class BiLSTMCRFPreTrainedModel(PreTrainedModel):
         fill_char_tables(self, tokenizer)
 
 
-class BiLSTMCRFModel(BiLSTMCRFPreTrainedModel):
-    """Word (and character) representations and the bidirectional recurrent stack."""
+class BiLSTMCRFModel(RNNModel):
+    """Word (and character) representations and the bidirectional recurrent stack: the recurrent family's
+    body (:class:`modeling_rnn.RNNModel`) under this family's config, without a generation state."""
 
-    def __init__(self, config: BiLSTMCRFConfig):
-        super().__init__(config)
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.embedding_size)
-        self.char_encoder = build_char_encoder(config)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.encoder = RecurrentStack(
-            config.cell_type,
-            input_size=config.embedding_size + char_output_size(config),
-            hidden_size=config.hidden_size,
-            num_layers=config.num_hidden_layers,
-            bidirectional=config.bidirectional,
-            dropout=config.hidden_dropout_prob,
-        )
-        self.post_init()
-
-    def get_input_embeddings(self):
-        return self.embed_tokens
-
-    def set_input_embeddings(self, value):
-        self.embed_tokens = value
+    config_class = BiLSTMCRFConfig
+    config: BiLSTMCRFConfig
 
     @can_return_tuple
     def forward(
@@ -116,14 +98,12 @@ class BiLSTMCRFModel(BiLSTMCRFPreTrainedModel):
         Returns:
             ``BaseModelOutput`` with ``last_hidden_state`` ``(batch, time, D * hidden_size)``.
         """
-        check_input_ids(input_ids, self.config.vocab_size)
         if char_input_ids is not None and char_input_ids.shape[:2] != input_ids.shape:
             raise ValueError(f"`char_input_ids` must have shape (batch, time, max_word_length) with (batch, time) = "
                              f"{tuple(input_ids.shape)} of input_ids, got {tuple(char_input_ids.shape)}.")
-        words = self.dropout(embed_words(self.embed_tokens, self.char_encoder, input_ids, char_input_ids))  # (B, T, X)
-        outputs, _ = self.encoder(words, None, current_mask(attention_mask, input_ids))  # (B, T, D*H)
-        return BaseModelOutput(last_hidden_state=outputs,
-                               hidden_states=(words, outputs) if output_hidden_states else None)
+        out = super().forward(input_ids, attention_mask, use_cache=False, output_hidden_states=output_hidden_states,
+                              char_input_ids=char_input_ids)
+        return BaseModelOutput(last_hidden_state=out.last_hidden_state, hidden_states=out.hidden_states)
 
 
 class BiLSTMCRFForTokenClassification(BiLSTMCRFPreTrainedModel):

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import BaseModelOutput, TokenClassifierOutput
 from transformers.utils.generic import can_return_tuple
@@ -39,31 +38,25 @@ from transformers.utils.generic import can_return_tuple
 from .char_encoder import fill_char_tables
 from .configuration_bilstm_crf import BiLSTMCRFConfig
 from .crf import LinearChainCRF
-from .modeling_rnn import RNNModel
+from .modeling_rnn import RNNModel, RNNPreTrainedModel
 
 IGNORE_INDEX = -100
 
 
-class BiLSTMCRFPreTrainedModel(PreTrainedModel):
+class BiLSTMCRFPreTrainedModel(RNNPreTrainedModel):
+    """The recurrent family's initialisation (uniform in ``[-init_range, init_range]``, biases of linear
+    layers 0) under this family's config; the CRF's scores start at 0."""
+
     config_class = BiLSTMCRFConfig
     config: BiLSTMCRFConfig
-    base_model_prefix = "model"
-    main_input_name = "input_ids"
-    _no_split_modules = ["RecurrentStack"]
 
     @torch.no_grad()
     def _init_weights(self, module):
-        """Uniform in ``[-init_range, init_range]`` (biases of linear layers 0); CRF scores start at 0."""
-        r = self.config.init_range
         if isinstance(module, LinearChainCRF):
             for param in module.parameters(recurse=False):
                 init.zeros_(param)
-        elif isinstance(module, (nn.Linear, nn.Embedding, nn.Conv1d, nn.RNNBase)):
-            for name, param in module.named_parameters(recurse=False):
-                if name.startswith("bias") and isinstance(module, (nn.Linear, nn.Conv1d)):
-                    init.zeros_(param)
-                else:
-                    init.uniform_(param, -r, r)
+        else:
+            super()._init_weights(module)
 
     def bind_tokenizer(self, tokenizer) -> None:
         """Copy what the model needs to know about its tokenizer: the characters of every token (for the

@@ -20,8 +20,10 @@ Both are binary logistic losses, so one update serves them: with label :math:`y`
 target, 0 for a noise word; :math:`1 - d_j` on a path) and :math:`g = \\alpha\\,(y - \\sigma(u^\\top h))`,
 plain SGD does :math:`u \\mathrel{+}= g\\,h` and :math:`h` receives :math:`\\sum g\\,u`. As in word2vec.c,
 CBOW adds :math:`h`'s update to every context vector undivided, negatives equal to the target are
-skipped, and the learning rate decays linearly from ``learning_rate`` to
-``learning_rate * min_learning_rate_ratio`` over all epochs. Frequent words are subsampled
+skipped (with hierarchical softmax, an inner node hit :math:`n` times in one batch moves by its summed
+update divided by :math:`\\sqrt{n}`: the nodes near the root are on nearly every path), and the
+learning rate decays linearly from ``learning_rate`` to ``learning_rate * min_learning_rate_ratio`` over all
+epochs. Frequent words are subsampled
 (:meth:`.Vocabulary.keep_probabilities`) before windows are taken.
 
 Training is batched: ``batch_words`` centre words at a time, their pairs built with array operations,
@@ -237,6 +239,11 @@ class Word2VecTrainer:
         g = (labels - torch.sigmoid(logits)) * weight * lr  # (N, T)
         loss = -(torch.nn.functional.logsigmoid((2 * labels - 1) * logits) * weight).sum()
         grad_h = torch.bmm(g.unsqueeze(1), u).squeeze(1)  # (N, D)
+        if self.config.loss == "hierarchical_softmax":
+            # the inner nodes near the root lie on almost every path: a batch's summed updates of such a
+            # node are thousands of SGD steps at once and diverge; a node hit n times moves by sum / sqrt(n)
+            hits = torch.bincount(rows.flatten(), minlength=len(self.output_vectors)).clamp_(min=1)
+            g = g / hits[rows].float().sqrt()
         update = torch.mul(g.unsqueeze(-1), h.unsqueeze(1), out=product)  # (N, T, D): g u-update per target
         self.output_vectors.index_add_(0, rows.flatten(), update.flatten(0, 1))
         return grad_h, float(loss)

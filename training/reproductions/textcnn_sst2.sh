@@ -7,6 +7,12 @@
 # Each run: Adam (lr 1e-3, linear decay), batch 50, EPOCHS epochs, one thread, 3-4 minutes per epoch.
 # Kim used Adadelta for 25 epochs; Trainer has no Adadelta and this budget is ~10 minutes a run.
 #
+# Measured 2026-11-23 (2 epochs, dev accuracy %, seed 42 / 1 / 2; vectors: 300-d, WikiText-2 valid+test, ~455k
+# words, 9,536 words, covering 36% of the 13,840 SST-2 token types and 83% of the dev tokens):
+#   rand 83.5 / 85.2 / 82.9 (mean 83.9)      word2vec non-static 83.7 / 83.9 / 82.5 (83.4)
+#   glove non-static 81.3 / 82.5 / 82.0 (81.9)  word2vec multichannel 83.6   glove multichannel 81.3
+#   word2vec static 72.1   glove static 68.0     (Kim 2014, GoogleNews vectors, 100 billion words: 87.2)
+#
 #   bash training/reproductions/textcnn_sst2.sh [shared data folder] [vectors folder] [epochs] [runs...]
 #   runs: rand and <vectors>-<mode> with vectors word2vec or glove ($VECTORS/<vectors>.txt) and mode static,
 #   non-static or multichannel; default: rand, then every vectors-mode pair (7 runs, about an hour).

@@ -322,3 +322,20 @@ def test_command_line_writes_vectors_and_analogy_accuracy(topic_corpus, tmp_path
               "hierarchical_softmax", "--vector_size", "8", "--epochs", "1", "--min_count", "1",
               "--output_dir", str(out)])
     assert WordVectors.load(out).metadata["loss"] == "hierarchical_softmax"
+
+
+def test_named_presets_build_and_the_tiny_ones_learn_the_topics(topic_corpus):
+    assert Word2VecConfig.from_preset("mikolov2013-negative").negative == 15
+    assert Word2VecConfig.from_preset("word2vec-c-cbow", epochs=1).learning_rate == 0.05  # word2vec.c's CBOW rate
+    assert GloVeConfig.from_preset("pennington2014").vector_size == 300
+    assert SVDConfig.from_preset("notes-counts").matrix == "counts"
+    for config_class in (Word2VecConfig, GloVeConfig, SVDConfig):
+        assert {"tiny"} < set(config_class.available_presets())
+        for name in config_class.available_presets():
+            config_class.from_preset(name)
+        with pytest.raises(ValueError, match=r"`preset`='nope'.*tiny"):
+            config_class.from_preset("nope")
+    vocab = Vocabulary.from_files(topic_corpus, min_count=1)
+    assert_topics_separate(Word2VecTrainer(vocab, Word2VecConfig.from_preset("tiny")).train(
+        vocab.encode_files(topic_corpus), progress=False))
+    assert_topics_separate(train_svd(topic_corpus, SVDConfig.from_preset("tiny"), min_count=1))

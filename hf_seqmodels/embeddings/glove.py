@@ -20,11 +20,12 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 import torch
 from tqdm.auto import tqdm
 
-from ..models.config_utils import invalid
+from ..models.config_utils import PresetMixin, invalid
 from .cooccurrence import CooccurrenceMatrix, count_cooccurrences
 from .keyed_vectors import WordVectors
 from .vocabulary import Vocabulary
@@ -33,8 +34,17 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class GloVeConfig:
-    """Settings of a GloVe run; defaults are the paper's / glove.c's (window 10, x_max 100, α 0.75, η 0.05)."""
+class GloVeConfig(PresetMixin):
+    """Settings of a GloVe run; defaults are the paper's / glove.c's (window 10, x_max 100, α 0.75, η 0.05).
+
+    ``GloVeConfig.from_preset(name, **overrides)``: ``tiny`` (tests) and ``pennington2014`` (Pennington et
+    al. 2014: 300 dimensions, window 10, x_max 100, α 3/4, AdaGrad from 0.05, 100 iterations).
+    """
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "tiny": dict(vector_size=8, window=3, x_max=10.0, epochs=20, batch_size=16),
+        "pennington2014": dict(vector_size=300, window=10, x_max=100.0, alpha=0.75, learning_rate=0.05, epochs=100),
+    }
 
     vector_size: int = 100
     window: int = 10

@@ -17,11 +17,12 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
-from ..models.config_utils import check_choice, invalid
+from ..models.config_utils import PresetMixin, check_choice, invalid
 from .cooccurrence import CooccurrenceMatrix, count_cooccurrences
 from .keyed_vectors import WordVectors
 from .vocabulary import Vocabulary
@@ -32,7 +33,17 @@ MATRICES = ("ppmi", "counts")
 
 
 @dataclass
-class SVDConfig:
+class SVDConfig(PresetMixin):
+    """Settings of the count-based SVD embedding. ``SVDConfig.from_preset(name, **overrides)``: ``tiny``
+    (tests), ``notes-counts`` (the course notes' baseline: raw window counts, rows of U_k) and ``ppmi-svd``
+    (PPMI, 300 dimensions, window 5; Levy et al. 2015)."""
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "tiny": dict(vector_size=2, window=3),
+        "notes-counts": dict(matrix="counts", vector_size=100, window=5),
+        "ppmi-svd": dict(matrix="ppmi", vector_size=300, window=5),
+    }
+
     vector_size: int = 100
     window: int = 5
     matrix: str = "ppmi"

@@ -37,12 +37,13 @@ import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..models.config_utils import check_choice, invalid
+from ..models.config_utils import PresetMixin, check_choice, invalid
 from .huffman import build_huffman_tree
 from .keyed_vectors import WordVectors
 from .vocabulary import SUBSAMPLING_FORMULAS, EncodedCorpus, Vocabulary, check_window
@@ -54,12 +55,28 @@ LOSSES = ("negative_sampling", "hierarchical_softmax")
 
 
 @dataclass
-class Word2VecConfig:
+class Word2VecConfig(PresetMixin):
     """Settings of a word2vec run; defaults are word2vec.c's (learning rate 0.025 skip-gram, 0.05 CBOW).
 
     ``batch_words`` centre words share one update, in which the updates of a row add up: on a vocabulary
     of a few dozen words a frequent row gets many at once, so use a small value there (e.g. 64).
+
+    ``Word2VecConfig.from_preset(name, **overrides)``: ``tiny`` (tests), ``word2vec-c-skipgram`` and
+    ``word2vec-c-cbow`` (word2vec.c's defaults with ``-cbow 0``/``1``, its subsampling formula),
+    ``mikolov2013-negative`` and ``mikolov2013-hierarchical`` (Mikolov et al. 2013, "Distributed
+    Representations of Words and Phrases": 300 dimensions, window 5, subsampling threshold 1e-5, 15 noise
+    words or the Huffman-tree softmax).
     """
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "tiny": dict(vector_size=16, window=3, sample=0.0, epochs=3, batch_words=64),  # no subsampling on tiny text
+        "word2vec-c-skipgram": dict(architecture="skipgram", subsampling_formula="word2vec_c"),
+        "word2vec-c-cbow": dict(architecture="cbow", subsampling_formula="word2vec_c"),
+        "mikolov2013-negative": dict(architecture="skipgram", loss="negative_sampling", vector_size=300, window=5,
+                                     negative=15, sample=1e-5),
+        "mikolov2013-hierarchical": dict(architecture="skipgram", loss="hierarchical_softmax", vector_size=300,
+                                         window=5, sample=1e-5),
+    }
 
     architecture: str = "skipgram"
     loss: str = "negative_sampling"

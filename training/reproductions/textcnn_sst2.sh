@@ -14,13 +14,14 @@
 #   word2vec static 72.1   glove static 68.0     (Kim 2014, GoogleNews vectors, 100 billion words: 87.2)
 #
 #   bash training/reproductions/textcnn_sst2.sh [shared data folder] [vectors folder] [epochs] [runs...]
-#   runs: rand and <vectors>-<mode> with vectors word2vec or glove ($VECTORS/<vectors>.txt) and mode static,
+#   runs: rand and <vectors>-<mode> with vectors word2vec or glove ($VECTORS/<vectors>.txt, trained first
+#   when missing: about 6 and 10 minutes) and mode static,
 #   non-static or multichannel; default: rand, then every vectors-mode pair (7 runs, about an hour).
 #   SEED=1 bash ... runs with another seed (output folders end in -seed1).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DATA=${1:-../shared/data}
-VECTORS=${2:-/tmp/hfsm_vectors}
+VECTORS=${2:-runs/vectors}
 EPOCHS=${3:-2}
 SEED=${SEED:-42}
 SUFFIX=$([ "$SEED" = 42 ] || echo "-seed$SEED")
@@ -28,6 +29,22 @@ RUNS=("${@:4}")
 [ ${#RUNS[@]} -gt 0 ] || RUNS=(rand word2vec-static word2vec-non-static word2vec-multichannel
                                 glove-static glove-non-static glove-multichannel)
 mkdir -p runs
+# the word vectors, when the vectors folder does not have them yet (WikiText-2 valid + test: its training split
+# is not in the shared data): word2vec skip-gram with negative sampling, 10 epochs; GloVe, 30 epochs; 300-d
+WIKI=("$DATA/wikitext2-heldout/valid.txt" "$DATA/wikitext2-heldout/test.txt")
+mkdir -p "$VECTORS"
+if [ ! -f "$VECTORS/word2vec.txt" ]; then
+  OMP_NUM_THREADS=1 python training/train_embeddings.py --train_file "${WIKI[@]}" --method word2vec \
+      --architecture skipgram --loss negative_sampling --vector_size 300 --window 5 --epochs 10 --min_count 3 \
+      --num_threads 1 --output_dir runs/wikitext2-word2vec > runs/wikitext2-word2vec.log 2>&1
+  cp runs/wikitext2-word2vec/vectors.txt "$VECTORS/word2vec.txt"
+fi
+if [ ! -f "$VECTORS/glove.txt" ]; then
+  OMP_NUM_THREADS=1 python training/train_embeddings.py --train_file "${WIKI[@]}" --method glove \
+      --vector_size 300 --window 10 --epochs 30 --min_count 3 --num_threads 1 \
+      --output_dir runs/wikitext2-glove > runs/wikitext2-glove.log 2>&1
+  cp runs/wikitext2-glove/vectors.txt "$VECTORS/glove.txt"
+fi
 tail -n +2 "$DATA/sst2/train.tsv" | cut -f2 > runs/sst2_sentences.txt
 OMP_NUM_THREADS=1 python tokenizer_scripts/train_tokenizer.py --kind word --lowercase --min_frequency 1 \
     --vocab_size 30000 --train_file runs/sst2_sentences.txt --output_dir runs/sst2-word-tokenizer

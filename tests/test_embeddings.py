@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from hf_seqmodels.cli import main as hf_seqmodels_main
-from hf_seqmodels.embeddings import WordVectors
+from hf_seqmodels.embeddings import WordVectors, train_word2vec
 from hf_seqmodels.embeddings.cooccurrence import count_cooccurrences
 from hf_seqmodels.embeddings.glove import GloVeConfig, GloVeTrainer, glove_weight
 from hf_seqmodels.embeddings.huffman import build_huffman_tree
@@ -339,3 +339,17 @@ def test_named_presets_build_and_the_tiny_ones_learn_the_topics(topic_corpus):
     assert_topics_separate(Word2VecTrainer(vocab, Word2VecConfig.from_preset("tiny")).train(
         vocab.encode_files(topic_corpus), progress=False))
     assert_topics_separate(train_svd(topic_corpus, SVDConfig.from_preset("tiny"), min_count=1))
+
+
+@pytest.mark.parametrize("architecture", ["skipgram", "cbow"])
+def test_hierarchical_softmax_stays_finite_on_a_zipfian_corpus(tmp_path, architecture):
+    """The inner nodes near the Huffman root lie on almost every word's path: summing their updates over a
+    batch of a Zipfian text (as natural text is) diverged to NaN before updates were scaled by 1/sqrt(hits)."""
+    rng = np.random.default_rng(0)
+    size = 3000
+    p = 1.0 / np.arange(1, size + 1)
+    ids = rng.choice(size, size=(4000, 30), p=p / p.sum())
+    corpus = _write(tmp_path, "\n".join(" ".join(f"w{i}" for i in row) for row in ids) + "\n")
+    config = Word2VecConfig(architecture=architecture, loss="hierarchical_softmax", epochs=1)
+    vectors = train_word2vec(corpus, config, min_count=1)
+    assert torch.isfinite(torch.as_tensor(vectors.vectors)).all()

@@ -157,15 +157,19 @@ def add_dataset_label_argument(group) -> None:
                        "metadata (default: --dataset_name, or the name of the folder holding the training file)")
 
 
-def dataset_label(args: argparse.Namespace) -> str | None:
+def dataset_label(args) -> str | None:
     """What the model card's ``model-index`` calls the data: ``--dataset_label``, ``--dataset_name``, or the
-    folder of the training file (``data/multi30k/train.tsv`` → ``multi30k``)."""
-    if getattr(args, "dataset_label", None) or getattr(args, "dataset_name", None):
-        return args.dataset_label or args.dataset_name
+    folder of the (first) training file (``data/multi30k/train.tsv`` → ``multi30k``). ``args`` is the parsed
+    flags or any object with those fields (e.g. fine-tuning's data arguments)."""
+    label = getattr(args, "dataset_label", None) or getattr(args, "dataset_name", None)
+    if label:
+        return label
     train_file = getattr(args, "train_file", None)
     if isinstance(train_file, list):
         train_file = train_file[0] if train_file else None
-    return Path(train_file).resolve().parent.name or None if train_file else None
+    if not train_file:
+        return None
+    return Path(train_file).resolve().parent.name or None
 
 
 def configure_logging() -> None:

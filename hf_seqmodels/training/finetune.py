@@ -57,7 +57,7 @@ from ..models import BertConfig, BiLSTMCRFConfig, RNNConfig, TextCNNConfig
 from .char_features import DataCollatorForCharTagging, add_char_input_ids
 from .classification_data import LabelSpace, encode_classification, label_space, read_classification_file
 from .cli_common import build_model as build_family_model
-from .cli_common import configure_logging
+from .cli_common import configure_logging, dataset_label
 from .plotting import plot_loss_curves, write_history
 from .pretrained_embeddings import check_embedding_source, initialise_embeddings
 from .qa_data import postprocess_predictions, prepare_eval_features, prepare_train_features, read_squad_json
@@ -393,7 +393,7 @@ def run(model_args: FinetuneModelArguments, data: FinetuneDataArguments,
             training_args={k: getattr(getattr(training_args, k), "value", getattr(training_args, k)) for k in (
                 "learning_rate", "num_train_epochs", "per_device_train_batch_size", "weight_decay",
                 "warmup_steps", "lr_scheduler_type", "seed")},  # enums (the scheduler type) by their value
-            eval_dataset=data.dataset_label or data.dataset_name or Path(data.train_file).resolve().parent.name,
+            eval_dataset=dataset_label(data),
         )
     return metrics
 

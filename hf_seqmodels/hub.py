@@ -134,6 +134,23 @@ CITATIONS["hfsm_textcnn"] = (
   year={2014}
 }""",
 )
+CITATIONS["hfsm_bilstm_crf"] = (
+    "Huang, Xu & Yu (2015), Bidirectional LSTM-CRF Models for Sequence Tagging; "
+    "Lample et al. (2016), Neural Architectures for Named Entity Recognition",
+    """@article{huang2015bidirectional,
+  title={Bidirectional {LSTM-CRF} Models for Sequence Tagging},
+  author={Huang, Zhiheng and Xu, Wei and Yu, Kai},
+  journal={arXiv preprint arXiv:1508.01991},
+  year={2015}
+}
+
+@inproceedings{lample2016neural,
+  title={Neural Architectures for Named Entity Recognition},
+  author={Lample, Guillaume and Ballesteros, Miguel and Subramanian, Sandeep and Kawakami, Kazuya and Dyer, Chris},
+  booktitle={NAACL},
+  year={2016}
+}""",
+)
 
 ARCHITECTURES = {
     "hfsm_nnlm": lambda c: (
@@ -162,6 +179,12 @@ ARCHITECTURES = {
     "hfsm_bert": lambda c: (
         f"BERT encoder: {c.num_hidden_layers} layers, hidden size {c.hidden_size}, {c.num_attention_heads} heads, "
         f"feed-forward {c.intermediate_size}"
+    ),
+    "hfsm_bilstm_crf": lambda c: (
+        f"sequence tagger: {'bidirectional ' if c.bidirectional else ''}{c.num_hidden_layers}-layer "
+        f"{c.cell_type.upper().replace('_', ' ')} (hidden size {c.hidden_size}) over {c.embedding_size}-dimensional "
+        f"word embeddings" + (f" and a character {c.char_encoder.upper()} encoder" if c.char_encoder else "")
+        + (", linear-chain CRF" if c.use_crf else ", per-token softmax")
     ),
     "hfsm_textcnn": lambda c: (
         f"TextCNN sentence classifier: {c.num_filters} filters of each width {', '.join(map(str, c.filter_sizes))} "

@@ -21,6 +21,7 @@ def test_every_head_gets_a_card_with_its_family_section_and_model_index(config_c
     card = ModelCard.load(path)
     _checked_card(tmp_path)  # what `hf-seqmodels push` checks before uploading
     assert family_card_section(config_class.model_type) in card.text  # every family of ours has one
+    assert f"# {model_class.__name__} ({config_class.model_type})\n\nA {config_class.model_type}." not in card.text
     found = {(r.metric_type, r.dataset_split, r.metric_value) for r in card.data.eval_results}
     assert found == {("loss", "validation", 2.25), ("accuracy", "validation", 0.75), ("bleu", "test", 12.5)}
     assert {r.dataset_name for r in card.data.eval_results} == {"some/data"}

@@ -10,6 +10,8 @@ from accelerate.commands.config.config_args import ClusterConfig, load_config_fr
 from accelerate.utils import DistributedType
 from distributed_utils import launch_two_cpu_processes
 
+from hf_seqmodels.registry import FAMILIES
+
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "training" / "configs"
 CORPUS = "the cat sat on the mat. the dog sat on the log.\n" * 40
@@ -40,13 +42,21 @@ def test_fsdp_and_deepspeed_settings():
     assert deepspeed["zero_stage"] == 2 and deepspeed["gradient_accumulation_steps"] == 1
 
 
-def test_every_model_declares_the_modules_fsdp_wraps():
-    from hf_seqmodels.models import modeling_bert, modeling_rnn, modeling_rnn_seq2seq, modeling_transformer
-
-    for module in (modeling_bert, modeling_rnn, modeling_rnn_seq2seq, modeling_transformer):
-        pretrained = [cls for n in dir(module) if n.endswith("PreTrainedModel")
-                      and (cls := getattr(module, n)).__module__ == module.__name__]
-        assert pretrained and all(cls._no_split_modules for cls in pretrained), module.__name__
+@pytest.mark.parametrize("head", [cls for heads in FAMILIES.values() for cls in heads.values()],
+                         ids=lambda cls: cls.__name__)
+def test_every_module_class_fsdp_wraps_is_in_the_head(head):
+    """TRANSFORMER_BASED_WRAP without a class list wraps the head's ``_no_split_modules``; accelerate fails
+    with "Could not find the transformer layer class" if one of them is not in the model."""
+    config_class = next(c for c, heads in FAMILIES.items() if head in heads.values())
+    config = config_class.from_preset("tiny")
+    if head.__name__ == "BiLSTMCRFForTokenClassification":
+        config.id2label = {0: "O", 1: "B-X", 2: "I-X"}
+        config.label2id = {v: k for k, v in config.id2label.items()}
+    present = {type(module).__name__ for module in head(config).modules()}
+    declared = head._no_split_modules or []
+    assert [name for name in declared if name not in present] == []
+    if head.__name__.startswith(("Transformer", "Bert", "RNN")):
+        assert declared, f"{head.__name__} has layers but declares none for FSDP to wrap"
 
 
 @pytest.mark.slow

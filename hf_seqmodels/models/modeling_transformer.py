@@ -389,6 +389,7 @@ class TransformerForCausalLM(TransformerPreTrainedModel, GenerationMixin):
 
     config_class = TransformerLMConfig
     config: TransformerLMConfig
+    _no_split_modules = ["TransformerDecoderLayer"]  # no encoder: FSDP's layer wrapping must find every name
     _tied_weights_keys = {"lm_head.weight": "model.embeddings.embed_tokens.weight"}
 
     def __init__(self, config: TransformerLMConfig):

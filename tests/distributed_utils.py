@@ -19,13 +19,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+FSDP_CPU_CONFIG = REPO / "training" / "configs" / "fsdp_cpu_2proc.yaml"
+SHARDING_LOG = "(FSDP2: parameters, gradients and optimizer state sharded)"
+
+
 def launch_two_cpu_processes(script: str, argv: list[str], launch_args: list[str] | None = None,
-                             env: dict[str, str] | None = None, timeout: int = 180) -> subprocess.CompletedProcess:
+                             env: dict[str, str] | None = None, timeout: int = 180,
+                             fsdp: bool = False) -> subprocess.CompletedProcess:
     """``accelerate launch`` of ``training/<script>`` on 2 CPU processes, one thread each; fails the test
     with the end of the log if the run fails. ``launch_args`` default to ``--multi_gpu --num_processes 2``
     with ``ACCELERATE_USE_CPU=1``; with other ``launch_args`` (a config file) the variable is unset, so the
-    file decides."""
+    file decides. ``fsdp=True`` launches with ``training/configs/fsdp_cpu_2proc.yaml`` and ``--use_cpu``
+    and checks that the engine sharded the model (DDP otherwise)."""
     launcher = shutil.which("accelerate") or pytest.fail("the accelerate launcher is not on PATH")
+    if fsdp:
+        launch_args, argv = ["--config_file", str(FSDP_CPU_CONFIG)], [*argv, "--use_cpu"]
     if launch_args is None:
         launch_args = ["--multi_gpu", "--num_processes", "2"]
         env = {"ACCELERATE_USE_CPU": "1", **(env or {})}
@@ -36,4 +44,5 @@ def launch_two_cpu_processes(script: str, argv: list[str], launch_args: list[str
     done = subprocess.run(command, env=full_env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "num_processes': 2" in done.stderr
+    assert (SHARDING_LOG in done.stderr) == fsdp
     return done

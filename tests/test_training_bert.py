@@ -185,8 +185,9 @@ def test_pretrain_bert_command_trains_a_tokenizer_and_writes_a_loadable_model(tm
                    "--output_dir", str(tmp_path / "bad"), "--disable_tqdm"])
 
 
+@pytest.mark.parametrize("sharding", ["ddp", "fsdp"])
 @pytest.mark.slow
-def test_two_cpu_processes_match_one_process(tokenizer, tmp_path):
+def test_two_cpu_processes_match_one_process(sharding, tokenizer, tmp_path):
     """2 gloo processes with 4 sentence pairs each make the same updates as 1 process with 8 (no dropout):
     the masks are drawn per global batch and the losses are normalised over the whole global batch."""
     corpus = tmp_path / "corpus.txt"
@@ -198,7 +199,8 @@ def test_two_cpu_processes_match_one_process(tokenizer, tmp_path):
               "--validation_split_percentage", "20", "--max_steps", "4", "--logging_steps", "1",
               "--optimizer", "adamw", "--learning_rate", "1e-3", "--disable_tqdm", "--no-plot"]
     launch_two_cpu_processes("pretrain_bert.py", [*common, "--output_dir", str(tmp_path / "two"),
-                                                  "--per_device_train_batch_size", "4"])
+                                                  "--per_device_train_batch_size", "4"],
+                             fsdp=sharding == "fsdp")
     one = bert_main([*common, "--output_dir", str(tmp_path / "one"), "--per_device_train_batch_size", "8",
                      "--use_cpu"])
     assert one["steps"] == 4

@@ -364,8 +364,9 @@ def test_cli_end_to_end_char_lstm_reloads_and_generates(tmp_path):
     assert generated.shape == (1, prompt["input_ids"].shape[1] + 5)
 
 
+@pytest.mark.parametrize("sharding", ["ddp", "fsdp"])
 @pytest.mark.slow
-def test_two_cpu_processes_match_one_process(tokenizer, tmp_path):
+def test_two_cpu_processes_match_one_process(sharding, tokenizer, tmp_path):
     """2 gloo processes with 2 rows each compute the same updates as 1 process with 4 rows."""
     train_file = tmp_path / "corpus.txt"
     train_file.write_text(CORPUS, encoding="utf-8")
@@ -375,7 +376,8 @@ def test_two_cpu_processes_match_one_process(tokenizer, tmp_path):
               "--bptt", "16", "--max_steps", "8", "--learning_rate", "0.05", "--optimizer", "adamw",
               "--max_grad_norm", "0.5", "--eval_batch_size", "3", "--no-plot", "--disable_tqdm"]
     done = launch_two_cpu_processes("train_lm.py", [*common, "--output_dir", str(tmp_path / "two"),
-                                                    "--per_device_train_batch_size", "2"])
+                                                    "--per_device_train_batch_size", "2"],
+                                    fsdp=sharding == "fsdp")
     assert "global_train_batch_size': 4" in done.stderr
     one = main([*common, "--output_dir", str(tmp_path / "one"), "--per_device_train_batch_size", "4"])
     two, single = weights(tmp_path / "two"), weights(tmp_path / "one")

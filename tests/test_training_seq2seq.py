@@ -364,9 +364,10 @@ def test_cli_refuses_tying_across_vocabularies_and_a_source_size_without_separat
         run_cli("rnn_seq2seq", tmp_path, ["--source_vocab_size", "30"])
 
 
+@pytest.mark.parametrize("sharding", ["ddp", "fsdp"])
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["rnn_seq2seq", "transformer"])
-def test_two_cpu_processes_match_one_process(family, tokenizer, tmp_path):
+def test_two_cpu_processes_match_one_process(sharding, family, tokenizer, tmp_path):
     """2 gloo processes with 8 pairs each make the same updates as 1 process with 16 (no dropout)."""
     for split, n, seed in (("train", 48, 1), ("valid", 6, 2)):
         pairs = reversal_corpus(n, seed)
@@ -381,7 +382,8 @@ def test_two_cpu_processes_match_one_process(family, tokenizer, tmp_path):
     if family == "transformer":
         common += ["--config_overrides", "dropout=0.0,attention_dropout=0.0,activation_dropout=0.0"]
     launch_two_cpu_processes("train_seq2seq.py", [*common, "--output_dir", str(tmp_path / "two"),
-                                                  "--per_device_train_batch_size", "8"])
+                                                  "--per_device_train_batch_size", "8"],
+                             fsdp=sharding == "fsdp")
     one = seq2seq_main([*common, "--output_dir", str(tmp_path / "one"), "--per_device_train_batch_size", "16"])
     two = json.loads((tmp_path / "two" / "training_history.json").read_text())
     single = json.loads((tmp_path / "one" / "training_history.json").read_text())

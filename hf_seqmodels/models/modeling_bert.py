@@ -128,7 +128,9 @@ class BertPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
     _supports_sdpa = True
-    _no_split_modules = ["BertEmbeddings", "TransformerEncoderLayer"]
+    # not BertEmbeddings: accelerate's FSDP2 puts the word embeddings (tied to the MLM decoder) in a unit of
+    # their own, which fails when a wrapped BertEmbeddings has already sharded them
+    _no_split_modules = ["TransformerEncoderLayer"]
     accepts_loss_kwargs = False  # every loss is a batch mean; Trainer scales it for gradient accumulation
     # transformers' initialisation: N(0, initializer_range) weights, zero biases and padding row, LayerNorm (1, 0)
 

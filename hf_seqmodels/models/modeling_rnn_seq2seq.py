@@ -57,7 +57,9 @@ class RNNSeq2SeqPreTrainedModel(RNNPreTrainedModel):
 
     config_class = RNNSeq2SeqConfig
     config: RNNSeq2SeqConfig
-    _no_split_modules = ["RNNSeq2SeqEncoder", "AttentionDecoder"]
+    # the recurrent stacks, not the encoder and decoder: those hold the embeddings, which accelerate's FSDP2
+    # puts in a unit of their own
+    _no_split_modules = ["RecurrentStack"]
 
 
 class RNNSeq2SeqEncoder(nn.Module):

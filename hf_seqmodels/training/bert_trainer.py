@@ -150,9 +150,10 @@ class BertPretrainingLoop(TrainingLoop):
 
     def evaluate_metrics(self, model) -> dict[str, float]:
         acc = self.accelerator
-        mine = self.eval_batches[acc.process_index :: acc.num_processes]
+        index, count = self.eval_shard
+        mine = self.eval_batches[index::count]
         metrics = evaluate_pretraining(model, mine, acc.device)
-        if acc.num_processes > 1:  # average the shards' metrics weighted by their sizes
+        if count > 1:  # average the shards' metrics weighted by their sizes
             weights = torch.tensor([float(sum(int((b["labels"] != -100).sum()) for b in mine)),
                                     float(sum(len(b["input_ids"]) for b in mine))], device=acc.device)
             values = torch.tensor([metrics["eval_loss"] * weights[0], metrics["eval_mlm_accuracy"] * weights[0],

@@ -8,6 +8,12 @@ A checkpoint is a folder ``checkpoint-{step}`` in the output folder:
 * ``rank-{i}.pt`` – for each process: its RNG states (python, numpy, torch, cuda) as tensors and
   lists, and the recurrent state it carries between TBPTT windows.
 
+A model sharded with FSDP2 is checkpointed in the same layout: its whole (gathered) weights in
+``model.safetensors`` and its optimizer's whole state, keyed by parameter name
+(``torch.distributed.checkpoint.state_dict``), in ``optimizer.pt``; on resume every process loads
+both files and keeps its own shards. ``trainer_state.json`` records which layout ``optimizer.pt``
+has (``sharded``), so a checkpoint resumes only under the same kind of run.
+
 Every ``.pt`` file is read with ``torch.load(..., weights_only=True)``: nothing is unpickled.
 
 The folder is written as ``tmp-checkpoint-{step}``, every file and the folder are fsynced, then the
@@ -48,6 +54,7 @@ class TrainerState:
     window: int = 0
     num_processes: int = 1
     windows_per_epoch: int = 0
+    sharded: bool = False  # FSDP: optimizer.pt holds the whole optimizer state keyed by parameter name
     train_loss_sum: float = 0.0
     train_loss_count: int = 0
     pending_losses: list[float] = field(default_factory=list)  # since the last logged record
@@ -160,8 +167,11 @@ def _publish(temp_dir: Path, final_dir: Path) -> None:
 
 def save_checkpoint(output_dir: str | Path, *, accelerator, model: torch.nn.Module, optimizer, scheduler,
                     trainer_state: TrainerState, recurrent_state: RecurrentState | None,
-                    save_total_limit: int | None = None) -> Path:
-    """Write ``checkpoint-{global_step}`` atomically (all processes must call this); returns its path."""
+                    save_total_limit: int | None = None, optimizer_state: dict[str, Any] | None = None) -> Path:
+    """Write ``checkpoint-{global_step}`` atomically (all processes must call this); returns its path.
+
+    The main process writes ``model``'s weights and ``optimizer_state`` (default: ``optimizer.state_dict()``);
+    for a sharded model, pass an unsharded copy and the gathered state (:func:`gather_full_state`)."""
     output_dir = Path(output_dir)
     final_dir = output_dir / f"{CHECKPOINT_PREFIX}{trainer_state.global_step}"
     temp_dir = output_dir / f"{TEMP_PREFIX}{trainer_state.global_step}"
@@ -178,7 +188,7 @@ def save_checkpoint(output_dir: str | Path, *, accelerator, model: torch.nn.Modu
     if accelerator.is_main_process:
         safetensors.torch.save_model(accelerator.unwrap_model(model), str(temp_dir / MODEL_FILE))
         _fsync(temp_dir / MODEL_FILE)
-        _torch_save(optimizer.state_dict(), temp_dir / OPTIMIZER_FILE)
+        _torch_save(optimizer.state_dict() if optimizer_state is None else optimizer_state, temp_dir / OPTIMIZER_FILE)
         _torch_save(scheduler.state_dict(), temp_dir / SCHEDULER_FILE)
         with open(temp_dir / STATE_FILE, "w", encoding="utf-8") as f:
             f.write(trainer_state.to_json())
@@ -188,6 +198,41 @@ def save_checkpoint(output_dir: str | Path, *, accelerator, model: torch.nn.Modu
         rotate_checkpoints(output_dir, save_total_limit)
     accelerator.wait_for_everyone()
     return final_dir
+
+
+# --------------------------------------------------------------------------- sharded (FSDP) models
+
+
+def _full_state_options(**kwargs):
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(full_state_dict=True, **kwargs)
+
+
+def _inner_optimizer(optimizer):
+    return getattr(optimizer, "optimizer", optimizer)  # accelerate's AcceleratedOptimizer wraps the torch one
+
+
+def gather_full_state(model: torch.nn.Module, optimizer=None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The whole weights and (with ``optimizer``) optimizer state of a sharded ``model``, gathered on the CPU
+    of the main process (every process must call this; the others get empty dicts). The optimizer state is
+    keyed by parameter name."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+    options = _full_state_options(cpu_offload=True)
+    weights = get_model_state_dict(model, options=options)
+    if optimizer is None:
+        return weights, None
+    return weights, get_optimizer_state_dict(model, _inner_optimizer(optimizer), options=options)
+
+
+def scatter_full_state(model: torch.nn.Module, optimizer, weights: dict[str, Any],
+                       optimizer_state: dict[str, Any]) -> None:
+    """Inverse of :func:`gather_full_state`: every process passes the whole state and keeps its shards."""
+    from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
+
+    set_model_state_dict(model, weights, options=_full_state_options())
+    set_optimizer_state_dict(model, _inner_optimizer(optimizer), optimizer_state, options=_full_state_options())
 
 
 # --------------------------------------------------------------------------- reading
@@ -211,10 +256,12 @@ def _load_tensors(path: Path) -> Any:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
-def load_checkpoint(path: str | Path, *, accelerator, model: torch.nn.Module, optimizer,
-                    scheduler) -> tuple[TrainerState, RecurrentState | None]:
+def load_checkpoint(path: str | Path, *, accelerator, model: torch.nn.Module, optimizer, scheduler,
+                    unsharded_model: torch.nn.Module | None = None) -> tuple[TrainerState, RecurrentState | None]:
     """Load everything :func:`save_checkpoint` wrote into ``model``/``optimizer``/``scheduler`` and the RNGs.
 
+    For a sharded ``model`` pass ``unsharded_model``, a plain model of the same class and config: the
+    weights are read into it, then every process keeps its shards of them and of the optimizer state.
     Returns the trainer state and this process's carried recurrent state (on the model's device).
     """
     path = Path(path)
@@ -222,8 +269,17 @@ def load_checkpoint(path: str | Path, *, accelerator, model: torch.nn.Module, op
     if state.num_processes != accelerator.num_processes:
         raise ValueError(f"Checkpoint {str(path)!r} was written by {state.num_processes} processes; resume it with "
                          f"the same number (got {accelerator.num_processes}) so each process gets its own streams.")
-    safetensors.torch.load_model(accelerator.unwrap_model(model), str(path / MODEL_FILE), strict=True)
-    optimizer.load_state_dict(_load_tensors(path / OPTIMIZER_FILE))
+    sharded = unsharded_model is not None
+    if state.sharded != sharded:
+        kinds = {True: "sharded (FSDP)", False: "unsharded (one process or DDP)"}
+        raise ValueError(f"Checkpoint {str(path)!r} was written by a {kinds[state.sharded]} run and this run is "
+                         f"{kinds[sharded]}: resume it with the same kind of run (its optimizer.pt differs).")
+    if sharded:
+        safetensors.torch.load_model(unsharded_model, str(path / MODEL_FILE), strict=True)
+        scatter_full_state(model, optimizer, unsharded_model.state_dict(), _load_tensors(path / OPTIMIZER_FILE))
+    else:
+        safetensors.torch.load_model(accelerator.unwrap_model(model), str(path / MODEL_FILE), strict=True)
+        optimizer.load_state_dict(_load_tensors(path / OPTIMIZER_FILE))
     scheduler.load_state_dict(_load_tensors(path / SCHEDULER_FILE))
     rank_state = _load_tensors(path / f"rank-{accelerator.process_index}.pt")
     restore_rng_state(rank_state["rng"])
@@ -240,10 +296,12 @@ __all__ = [
     "TrainerState",
     "capture_rng_state",
     "find_latest_checkpoint",
+    "gather_full_state",
     "list_checkpoints",
     "load_checkpoint",
     "resolve_checkpoint",
     "restore_rng_state",
     "rotate_checkpoints",
     "save_checkpoint",
+    "scatter_full_state",
 ]

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import math
+import os
 import platform
 import signal
 import threading
@@ -46,11 +47,17 @@ from typing import Any
 import torch
 from accelerate import Accelerator, PartialState
 from accelerate.logging import get_logger
-from accelerate.utils import DistributedType, LoggerType, set_seed
+from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin, LoggerType, set_seed
 from tqdm.auto import tqdm
 
 from ..models.config_utils import invalid
-from .checkpointing import TrainerState, load_checkpoint, resolve_checkpoint, save_checkpoint
+from .checkpointing import (
+    TrainerState,
+    gather_full_state,
+    load_checkpoint,
+    resolve_checkpoint,
+    save_checkpoint,
+)
 from .plotting import plot_attention, plot_loss_curves, write_history
 from .schedules import SCHEDULES, build_scheduler
 
@@ -58,7 +65,6 @@ logger = get_logger(__name__)
 
 OPTIMIZERS = ("sgd", "adamw")
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-SHARDED_TYPES = (DistributedType.FSDP, DistributedType.DEEPSPEED)  # not supported by the checkpoints yet
 MIXED_PRECISIONS = ("no", "fp16", "bf16")
 SELF_ATTENTION_PLOT = "self_attention.png"
 TRACKERS = tuple(t.value for t in LoggerType)  # tensorboard, wandb, mlflow, ... and "all"
@@ -211,7 +217,27 @@ def make_accelerator(args: EngineArguments) -> Accelerator:
                               log_with=args.trackers or None, project_dir=str(Path(args.output_dir) / "runs"))
     if args.mixed_precision == "fp16" and accelerator.device.type == "cpu":  # accelerate would silently run fp32
         raise invalid("mixed_precision", "fp16", "'bf16' or 'no' on a CPU (fp16 autocast needs a GPU)")
+    if (accelerator.distributed_type == DistributedType.MULTI_CPU
+            and os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"):
+        shard_on_cpu(accelerator)
     return accelerator
+
+
+def shard_on_cpu(accelerator: Accelerator) -> None:
+    """Train with FSDP2 on CPU processes (gloo), as the launch's FSDP configuration asks.
+
+    torch's FSDP2 (``fully_shard``) runs on CPU, but accelerate 1.15 chooses FSDP only for accelerator
+    devices and falls back to DDP on CPU (see ``training/configs/fsdp_cpu_2proc.yaml``). This builds the
+    FSDP plugin from the launcher's ``FSDP_*`` variables and selects it, so that ``prepare`` shards the
+    model; FSDP1 needs a GPU and is refused."""
+    version = os.environ.get("FSDP_VERSION", "1")
+    if version != "2":
+        raise invalid("fsdp_version", version, "2 on CPU processes (FSDP1 needs GPUs; set fsdp_version: 2)")
+    plugin = FullyShardedDataParallelPlugin()
+    if accelerator.mixed_precision != "no":
+        plugin.set_mixed_precision(accelerator.mixed_precision)
+    accelerator.state.distributed_type = DistributedType.FSDP
+    accelerator.state.fsdp_plugin = plugin
 
 
 def perplexity(loss: float) -> float:
@@ -281,12 +307,18 @@ class TrainingLoop:
     plot_title = "Training"
 
     def __init__(self, model, tokenizer, args: EngineArguments, accelerator: Accelerator):
-        if accelerator.distributed_type in SHARDED_TYPES:
+        if accelerator.distributed_type == DistributedType.DEEPSPEED:
             raise NotImplementedError(
-                f"The training engine does not support {accelerator.distributed_type.value} yet: its checkpoints and "
-                "final save expect every process to hold the whole model and optimizer state (DDP). Launch with "
-                "training/configs/multi_gpu_ddp.yaml (or single_gpu.yaml).")
+                "The training engine does not support DEEPSPEED yet: its checkpoints and final save gather the "
+                "model through torch's state-dict API, which does not know DeepSpeed's ZeRO partitions. Launch with "
+                "training/configs/fsdp.yaml (sharded) or multi_gpu_ddp.yaml.")
+        self.sharded = accelerator.distributed_type == DistributedType.FSDP
+        if self.sharded and accelerator.state.fsdp_plugin.fsdp_version != 2:
+            raise NotImplementedError(
+                "The training engine shards models with FSDP2 only (fsdp_version: 2 in the accelerate config, as "
+                "in training/configs/fsdp.yaml): FSDP1 wraps the model, so evaluation and generation on it differ.")
         self.args, self.accelerator, self.tokenizer = args, accelerator, tokenizer
+        self.model_class = type(model)  # FSDP2 changes the class of the model it shards
         if args.gradient_checkpointing:
             if not getattr(model, "supports_gradient_checkpointing", False):
                 raise invalid("gradient_checkpointing", True, f"False for {type(model).__name__}, which has no "
@@ -307,7 +339,8 @@ class TrainingLoop:
             warmup_steps=args.warmup_steps, decay_start_epoch=args.decay_start_epoch,
             decay_factor=args.decay_factor, min_lr_ratio=args.min_lr_ratio, d_model=model_width(model),
         )
-        self.state = TrainerState(num_processes=accelerator.num_processes, windows_per_epoch=len(self.batches))
+        self.state = TrainerState(num_processes=accelerator.num_processes, windows_per_epoch=len(self.batches),
+                                  sharded=self.sharded)
         self.carried = None  # what a task carries from one batch to the next (the TBPTT state)
         self.eval_dataset: str | None = None  # the held-out data's name on the model card
         self.tokens_seen = 0
@@ -317,6 +350,36 @@ class TrainingLoop:
         self.stop_signals = StopSignals()
         self.last_eval: dict[str, float] | None = None
         self.last_eval_step = -1
+
+    # ---- sharded models
+    @property
+    def eval_shard(self) -> tuple[int, int]:
+        """``(index, count)``: this process evaluates every ``count``-th example from ``index``. A sharded model
+        gathers its layers in every forward, so every process must run the same forwards: each evaluates all."""
+        if self.sharded:
+            return 0, 1
+        return self.accelerator.process_index, self.accelerator.num_processes
+
+    def unsharded_model(self) -> torch.nn.Module:
+        """A plain model of the trained model's class and config, on the CPU (its weights are a fresh init)."""
+        config = self.accelerator.unwrap_model(self.model).config
+        with torch.device("cpu"):
+            return self.model_class(config)
+
+    def gathered_model(self) -> torch.nn.Module | None:
+        """The trained model, unsharded: a plain copy on the main process's CPU (None on the others; every
+        process must call this); the model itself when it is not sharded."""
+        model = self.accelerator.unwrap_model(self.model)
+        if not self.sharded:
+            return model
+        weights, _ = gather_full_state(model)
+        if not self.accelerator.is_main_process:
+            return None
+        copy = self.unsharded_model()
+        copy.load_state_dict(weights, strict=True)
+        if model.can_generate():
+            copy.generation_config = model.generation_config
+        return copy.train(model.training)
 
     # ---- the task hooks
     def build_batches(self, model):
@@ -389,9 +452,16 @@ class TrainingLoop:
         """Checkpoint the current step (once: a second call at the same step does nothing); returns its path."""
         if self.last_checkpoint_step == self.state.global_step:
             return self.last_checkpoint
-        path = save_checkpoint(self.args.output_dir, accelerator=self.accelerator, model=self.model,
+        model, optimizer_state = self.model, None
+        if self.sharded:
+            weights, optimizer_state = gather_full_state(self.accelerator.unwrap_model(self.model), self.optimizer)
+            if self.accelerator.is_main_process:
+                model = self.unsharded_model()
+                model.load_state_dict(weights, strict=True)
+        path = save_checkpoint(self.args.output_dir, accelerator=self.accelerator, model=model,
                                optimizer=self.optimizer, scheduler=self.scheduler, trainer_state=self.state,
-                               recurrent_state=self.carried, save_total_limit=self.args.save_total_limit)
+                               recurrent_state=self.carried, save_total_limit=self.args.save_total_limit,
+                               optimizer_state=optimizer_state)
         self.last_checkpoint_step, self.last_checkpoint = self.state.global_step, path
         logger.info(f"Saved checkpoint {path}")
         return path
@@ -410,8 +480,10 @@ class TrainingLoop:
                 logger.warning(f"No checkpoint in {self.args.output_dir}: training from scratch.")
             set_seed(self.args.seed + self.accelerator.process_index)
             return
-        self.state, self.carried = load_checkpoint(path, accelerator=self.accelerator, model=self.model,
-                                                   optimizer=self.optimizer, scheduler=self.scheduler)
+        model = self.accelerator.unwrap_model(self.model) if self.sharded else self.model
+        self.state, self.carried = load_checkpoint(
+            path, accelerator=self.accelerator, model=model, optimizer=self.optimizer, scheduler=self.scheduler,
+            unsharded_model=self.unsharded_model() if self.sharded else None)
         if self.state.windows_per_epoch != len(self.batches):
             raise ValueError(f"Checkpoint {str(path)!r} was trained with {self.state.windows_per_epoch} batches per "
                              f"epoch, this run has {len(self.batches)}: resume with the same data and batch sizes.")
@@ -526,7 +598,7 @@ class TrainingLoop:
         card_kwargs.setdefault("eval_dataset", self.eval_dataset)
         accelerator = self.accelerator
         accelerator.wait_for_everyone()
-        model = accelerator.unwrap_model(self.model)
+        model = self.gathered_model()
         if accelerator.is_main_process:
             if model.can_generate():
                 configure_generation(model, self.tokenizer, self.args.generation_max_new_tokens)
@@ -568,8 +640,9 @@ class TrainingLoop:
         model card; ``eval_dataset`` names the held-out data in its ``model-index`` metadata."""
         self.eval_dataset = eval_dataset
         Path(self.args.output_dir).mkdir(parents=True, exist_ok=True)
-        logger.info(f"Training {type(self.accelerator.unwrap_model(self.model)).__name__} on "
-                    f"{self.accelerator.num_processes} process(es): {len(self.batches)} batches/epoch, "
+        sharding = " (FSDP2: parameters, gradients and optimizer state sharded)" if self.sharded else ""
+        logger.info(f"Training {self.model_class.__name__} on {self.accelerator.num_processes} process(es){sharding}: "
+                    f"{len(self.batches)} batches/epoch, "
                     f"{self.total_steps} updates; {asdict(self.args)}")
         results = self.run()
         self.final_results, self.training_data = results, training_data

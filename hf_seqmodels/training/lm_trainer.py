@@ -156,8 +156,8 @@ class LMTrainingLoop(TrainingLoop):
         return out.loss, window.labels.numel()
 
     def evaluate_metrics(self, model) -> dict[str, float]:
-        return evaluate_causal_lm(model, self.eval_ids, batch_size=self.args.eval_batch_size,
-                                  bptt=self.args.bptt, accelerator=self.accelerator)
+        return evaluate_causal_lm(model, self.eval_ids, batch_size=self.args.eval_batch_size, bptt=self.args.bptt,
+                                  accelerator=None if self.sharded else self.accelerator)  # see eval_shard
 
     def card_arguments(self) -> dict[str, Any]:
         return card_training_args(self.args, self.accelerator.num_processes)

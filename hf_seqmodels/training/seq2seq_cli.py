@@ -140,11 +140,13 @@ def report_test_set(loop: Seq2SeqTrainingLoop, corpus: ParallelCorpus, name: str
     pairs = encode_corpus(corpus, loop.tokenizer, source_tokenizer=loop.source_tokenizer,
                           max_source_length=args.max_source_length, max_target_length=args.max_target_length,
                           drop_longer=False)
-    bleu, hypotheses = evaluate_bleu(model, loop.tokenizer, pairs, corpus.targets, accelerator=acc,
+    bleu, hypotheses = evaluate_bleu(model, loop.tokenizer, pairs, corpus.targets,
+                                     accelerator=None if loop.sharded else acc,  # see TrainingLoop.eval_shard
                                      pad_token_id=loop.source_tokenizer.pad_token_id, batch_size=args.eval_batch_size,
                                      num_beams=args.eval_num_beams, max_new_tokens=args.eval_max_new_tokens)
     results = {f"{name}_bleu": bleu, f"{name}_sentences": len(pairs)}
     logger.info(f"sacreBLEU on {len(pairs)} {name} sentences (beam {args.eval_num_beams}): {bleu:.2f}")
+    model = loop.gathered_model()  # a sharded model is gathered: what follows runs on the main process only
     if acc.is_main_process:
         write_translations(args.output_dir, name, corpus.sources, hypotheses, corpus.targets)
         alignment = attention_map(model, loop.tokenizer, pairs.sources[0], args.eval_num_beams, loop.source_tokenizer)

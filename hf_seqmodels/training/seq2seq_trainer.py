@@ -193,14 +193,14 @@ class Seq2SeqTrainingLoop(TrainingLoop):
 
     def evaluate_metrics(self, model, with_bleu: bool | None = None) -> dict[str, float]:
         acc, args = self.accelerator, self.args
-        shard = EncodedPairs(self.eval_pairs.sources[acc.process_index :: acc.num_processes],
-                             self.eval_pairs.targets[acc.process_index :: acc.num_processes])
+        index, count = self.eval_shard
+        shard = EncodedPairs(self.eval_pairs.sources[index::count], self.eval_pairs.targets[index::count])
         was_training = model.training
         model.eval()
-        total, count = pairs_nll(model, shard, self.source_tokenizer.pad_token_id, args.eval_batch_size, acc.device)
+        total, tokens = pairs_nll(model, shard, self.source_tokenizer.pad_token_id, args.eval_batch_size, acc.device)
         model.train(was_training)
-        sums = torch.tensor([total, float(count)], dtype=torch.float64, device=acc.device)
-        if acc.num_processes > 1:
+        sums = torch.tensor([total, float(tokens)], dtype=torch.float64, device=acc.device)
+        if count > 1:
             sums = acc.reduce(sums, reduction="sum")
         loss = (sums[0] / sums[1]).item()
         metrics = {"eval_loss": loss, "eval_perplexity": perplexity(loss)}
@@ -212,7 +212,8 @@ class Seq2SeqTrainingLoop(TrainingLoop):
         limit = self.args.eval_bleu_samples or len(self.eval_pairs)
         pairs = EncodedPairs(self.eval_pairs.sources[:limit], self.eval_pairs.targets[:limit])
         score, _ = evaluate_bleu(model, self.tokenizer, pairs, self.eval_references[:limit],
-                                 accelerator=self.accelerator, pad_token_id=self.source_tokenizer.pad_token_id,
+                                 accelerator=None if self.sharded else self.accelerator,  # see eval_shard
+                                 pad_token_id=self.source_tokenizer.pad_token_id,
                                  batch_size=self.args.eval_batch_size, num_beams=self.args.eval_num_beams,
                                  max_new_tokens=self.args.eval_max_new_tokens)
         return score

@@ -1,0 +1,93 @@
+"""Sharded training (FSDP2) through the engine on 2 CPU processes: exact resume, checkpoint layout, refusals.
+
+The 2-process runs equal 1-process runs in the ``test_two_cpu_processes_match_one_process`` tests of the
+LM, seq2seq and BERT training tests (each run under DDP and under FSDP)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import safetensors.torch
+import torch
+from accelerate.utils import DistributedType
+from distributed_utils import launch_two_cpu_processes
+from transformers import AutoModelForCausalLM
+
+from hf_seqmodels.training import checkpointing
+from hf_seqmodels.training.engine import TrainingLoop, shard_on_cpu
+
+CORPUS = "the cat sat on the mat. the dog sat on the log.\n" * 40
+
+
+def weights(folder: Path) -> dict[str, torch.Tensor]:
+    return safetensors.torch.load_file(str(folder / "model.safetensors"))
+
+
+@pytest.mark.slow
+def test_a_sharded_run_resumed_from_its_checkpoint_ends_with_the_uninterrupted_weights(tmp_path):
+    """A Transformer LM with dropout (so the RNG states matter) and AdamW, 6 updates on 2 FSDP processes; a
+    second run starts from a copy of the first one's checkpoint-3 (as after a crash there) and must end
+    with exactly the same weights. The checkpoint has the layout of an unsharded run."""
+    train_file = tmp_path / "corpus.txt"
+    train_file.write_text(CORPUS, encoding="utf-8")
+    common = ["--train_file", str(train_file), "--tokenizer_kind", "char", "--min_frequency", "1",
+              "--model_family", "transformer_lm", "--preset", "tiny", "--per_device_train_batch_size", "2",
+              "--bptt", "16", "--max_steps", "6", "--checkpointing_steps", "3", "--save_total_limit", "3",
+              "--optimizer", "adamw", "--learning_rate", "1e-3", "--no-plot", "--disable_tqdm"]
+    full, crashed = tmp_path / "full", tmp_path / "crashed"
+    launch_two_cpu_processes("train_lm.py", [*common, "--output_dir", str(full)], fsdp=True)
+    checkpoint = full / "checkpoint-3"
+    state = json.loads((checkpoint / "trainer_state.json").read_text())
+    assert state["sharded"] is True and state["num_processes"] == 2 and state["global_step"] == 3
+    # the whole model in the layout of an unsharded run, and the whole optimizer state keyed by name
+    model = AutoModelForCausalLM.from_pretrained(full)
+    safetensors.torch.load_model(model, str(checkpoint / checkpointing.MODEL_FILE), strict=True)
+    optimizer_state = torch.load(checkpoint / checkpointing.OPTIMIZER_FILE, weights_only=True)
+    names = {name for name, _ in model.named_parameters()}
+    assert set(optimizer_state["state"]) == names
+    embeddings = "model.embeddings.embed_tokens.weight"  # tied to lm_head.weight: one parameter
+    assert {tuple(v.shape) for v in optimizer_state["state"][embeddings].values() if v.dim()} == \
+        {tuple(model.lm_head.weight.shape)}  # Adam's moments of the whole matrix, not of a shard
+
+    crashed.mkdir()
+    shutil.copytree(checkpoint, crashed / "checkpoint-3")
+    shutil.copy(full / "tokenizer.json", crashed)  # the tokenizer the first run trained (as a killed run leaves)
+    shutil.copy(full / "tokenizer_config.json", crashed)
+    done = launch_two_cpu_processes("train_lm.py", [*common, "--output_dir", str(crashed),
+                                                    "--resume_from_checkpoint", "latest"], fsdp=True)
+    assert "Resumed from" in done.stderr and "step 3" in done.stderr
+    expected, got = weights(full), weights(crashed)
+    assert expected.keys() == got.keys()
+    for name in expected:
+        assert torch.equal(expected[name], got[name]), name
+    assert not torch.equal(expected[embeddings], model.lm_head.weight.detach())  # updates 4-6 changed it
+
+
+def test_a_checkpoint_resumes_only_under_the_kind_of_run_that_wrote_it(tmp_path):
+    folder = tmp_path / "checkpoint-1"
+    folder.mkdir()
+    state = checkpointing.TrainerState(global_step=1, num_processes=1, sharded=True)
+    (folder / checkpointing.STATE_FILE).write_text(state.to_json())
+    accelerator = SimpleNamespace(num_processes=1)
+    with pytest.raises(ValueError, match=r"written by a sharded \(FSDP\) run and this run is unsharded"):
+        checkpointing.load_checkpoint(folder, accelerator=accelerator, model=None, optimizer=None, scheduler=None)
+
+
+def test_fsdp1_on_cpu_processes_is_refused_by_name(monkeypatch):
+    monkeypatch.setenv("FSDP_VERSION", "1")
+    with pytest.raises(ValueError, match=r"`fsdp_version`=.?1.?: expected 2 on CPU processes"):
+        shard_on_cpu(SimpleNamespace())
+
+
+@pytest.mark.parametrize("accelerator, message", [
+    (SimpleNamespace(distributed_type=DistributedType.DEEPSPEED), "does not support DEEPSPEED.*fsdp.yaml"),
+    (SimpleNamespace(distributed_type=DistributedType.FSDP, state=SimpleNamespace(
+        fsdp_plugin=SimpleNamespace(fsdp_version=1))), "FSDP2 only.*fsdp_version: 2"),
+])
+def test_the_engine_refuses_deepspeed_and_fsdp1(accelerator, message):
+    with pytest.raises(NotImplementedError, match=message):
+        TrainingLoop(None, None, None, accelerator)

@@ -267,6 +267,30 @@ def test_beam_search_with_one_beam_equals_greedy():
     assert torch.equal(model.generate(ids, attention_mask=mask, num_beams=1, **GENERATE), greedy)
 
 
+@pytest.mark.parametrize("variant", ["bahdanau-additive-bilstm", "luong-general-fused", "luong-concat-feed-rnn"])
+def test_decoding_projects_the_encoder_outputs_for_attention_once_per_generate_call(variant, monkeypatch):
+    """``U_a h_j`` (Bahdanau) / ``W_a h_j`` (Luong) do not depend on the step: the cache keeps them with the
+    encoder outputs they came from. A step on other encoder outputs with the same cache projects those."""
+    model = tiny_model(variant)
+    attention = model.model.decoder.attention
+    projected = []
+    prepare = attention.prepare
+    monkeypatch.setattr(attention, "prepare", lambda memory: projected.append(memory) or prepare(memory))
+    _, ids, mask = padded_sources()
+    for kw in (dict(do_sample=False), dict(num_beams=3)):
+        projected.clear()
+        out = model.generate(ids, attention_mask=mask, **GENERATE, **kw)
+        assert out.shape[1] > 2 and len(projected) == 1, kw
+    first = model(input_ids=ids, attention_mask=mask, decoder_input_ids=out[:, :1], use_cache=True)
+    other = model.get_encoder()(ids.flip(0), attention_mask=mask.flip(0))
+    projected.clear()
+    step = model(encoder_outputs=other, attention_mask=mask.flip(0), decoder_input_ids=out[:, 1:2],
+                 past_key_values=first.past_key_values, use_cache=True)
+    assert len(projected) == 1 and projected[0] is other.last_hidden_state
+    assert step.past_key_values.attention_keys(other.last_hidden_state) is not None
+    assert step.past_key_values.attention_keys(first.encoder_last_hidden_state) is None
+
+
 def test_generation_reuses_encoder_outputs():
     model = tiny_model()
     _, ids, mask = padded_sources()

@@ -15,7 +15,11 @@ class AttentionDecoderState(RecurrentState):
     * ``input_feed``: Luong's attentional state ``h̃_{t-1}`` ``(batch, hidden_size)``, or None;
     * ``coverage``: the attention summed over the target so far ``Σ_j α_{j,i}`` ``(batch, src_len)``;
     * ``attention``: the latest step's weights ``α_{t,i}`` ``(batch, src_len)``;
-    * ``source_mask``: ``(batch, src_len)`` bool, True at real source tokens; None when nothing is padded.
+    * ``source_mask``: ``(batch, src_len)`` bool, True at real source tokens; None when nothing is padded;
+    * the attention's projection of the encoder outputs (``U_a h_j`` for Bahdanau), kept with the
+      encoder-output tensor it was computed from (:meth:`attention_keys`), so that decoding computes it
+      once per source batch instead of once per step. Beam search does not reorder it: like the encoder
+      outputs it is the same for every beam of a sentence.
 
     Like transformers' ``DynamicCache``, the model fills and updates the object it is given in place
     (an empty one from :meth:`empty` included), so whoever holds it, such as
@@ -28,6 +32,17 @@ class AttentionDecoderState(RecurrentState):
         self.coverage = coverage
         self.attention = attention
         self.source_mask = source_mask
+        self._keys: tuple[torch.Tensor, int, torch.Tensor] | None = None  # (memory, its version, keys)
+
+    def attention_keys(self, memory: torch.Tensor) -> torch.Tensor | None:
+        """The keys stored by :meth:`store_attention_keys` for this very ``memory`` tensor (same object,
+        unchanged since), else None."""
+        if self._keys is not None and self._keys[0] is memory and self._keys[1] == _version(memory):
+            return self._keys[2]
+        return None
+
+    def store_attention_keys(self, memory: torch.Tensor, keys: torch.Tensor) -> None:
+        self._keys = (memory, _version(memory), keys)
 
     @classmethod
     def empty(cls) -> AttentionDecoderState:
@@ -53,6 +68,11 @@ class AttentionDecoderState(RecurrentState):
             value = getattr(self, name)
             if value is not None:
                 setattr(self, name, value.index_select(0, beam_idx.to(value.device)))
+
+
+def _version(tensor: torch.Tensor) -> int | None:
+    """The in-place version counter of ``tensor`` (inference-mode tensors have none)."""
+    return None if tensor.is_inference() else tensor._version
 
 
 def coverage_penalty(coverage: torch.Tensor, source_mask: torch.Tensor | None) -> torch.Tensor:

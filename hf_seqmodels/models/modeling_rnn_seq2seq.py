@@ -155,12 +155,13 @@ class AttentionDecoder(nn.Module):
             self.combine = nn.Linear(memory + hidden, hidden, bias=False)  # W_c
         self.output_size = hidden + memory if self.wiring == "bahdanau" else hidden
 
-    def forward(self, input_ids, memory, mask, state, input_feed=None):
+    def forward(self, input_ids, memory, mask, state, input_feed=None, keys=None):
         """Decode ``input_ids`` ``(B, T)`` from ``state`` (tensors ``(B, L, H)``).
 
         Args:
             memory: ``(B, S, M)`` encoder outputs; mask: ``(B, S)`` bool or None.
             input_feed: ``h̃_{t-1}`` ``(B, H)`` (Luong wiring with input feeding only).
+            keys: ``self.attention.prepare(memory)`` computed earlier (None: computed here).
 
         Returns:
             outputs ``o_t`` ``(B, T, output_size)``, attention weights ``(B, T, S)`` (None without
@@ -170,7 +171,8 @@ class AttentionDecoder(nn.Module):
         if self.wiring == "none":
             outputs, state = self.rnn(inputs, state)
             return outputs, None, state, None
-        keys = self.attention.prepare(memory)  # (B, S, ·), once per call
+        if keys is None:
+            keys = self.attention.prepare(memory)  # (B, S, ·)
         if self.wiring == "luong" and not self.input_feeding:
             top, state = self.rnn(inputs, state)  # fused over the whole target: (B, T, H)
             outputs, weights = self._attentional_state(top, keys, memory, mask)
@@ -263,11 +265,18 @@ class RNNSeq2SeqModel(SourceVocabularyMixin, RNNSeq2SeqPreTrainedModel):
                 feed = memory.new_zeros(memory.shape[0], self.config.hidden_size)  # h̃_0 = 0
         else:
             state, feed = past_key_values.tensors, past_key_values.input_feed
-        outputs, weights, state, feed = self.decoder(decoder_input_ids, memory, mask, state, feed)
+        keys = None  # the attention's projection of the memory: once per source batch when decoding with a cache
+        if self.decoder.attention is not None:
+            keys = past_key_values.attention_keys(memory) if past_key_values is not None else None
+            if keys is None:
+                keys = self.decoder.attention.prepare(memory)
+        outputs, weights, state, feed = self.decoder(decoder_input_ids, memory, mask, state, feed, keys)
         cache = None
         if use_cache:
             cache = past_key_values if past_key_values is not None else AttentionDecoderState()
             cache.update(state, feed, weights, mask, decoder_input_ids.shape[1])
+            if keys is not None:
+                cache.store_attention_keys(memory, keys)
         return Seq2SeqModelOutput(
             last_hidden_state=outputs,
             past_key_values=cache,

@@ -117,20 +117,29 @@ class RNNModel(RNNPreTrainedModel):
             char_input_ids: ``(batch, time, max_word_length)`` character ids of each token, for a model
                 with a character encoder (default: looked up from the token ids).
         """
-        check_input_ids(input_ids, self.config.vocab_size)
         use_cache = use_cache if use_cache is not None else self.config.use_cache
+        embeddings, outputs, state = self.encode(input_ids, attention_mask, past_key_values, char_input_ids)
+        return RNNModelOutput(
+            last_hidden_state=outputs,
+            past_key_values=state if use_cache else None,
+            final_state=RecurrentStack.last_layer_state(state.tensors[0], self.encoder.num_directions),
+            hidden_states=(embeddings, outputs) if output_hidden_states else None,
+        )
+
+    def encode(self, input_ids: torch.LongTensor | None, attention_mask: torch.Tensor | None = None,
+               past_key_values: RecurrentState | None = None,
+               char_input_ids: torch.LongTensor | None = None) -> tuple[torch.Tensor, torch.Tensor, RecurrentState]:
+        """:meth:`forward` as plain values: ``(embeddings (B, T, E + C), outputs (B, T, D*H), state)``, ``state``
+        the :class:`RecurrentState` after the last token. The language-model head calls it directly: on every
+        decoding step that saves an output object and the final-state summary, which it does not use."""
+        check_input_ids(input_ids, self.config.vocab_size)
         mask = current_mask(attention_mask, input_ids)
         words = embed_words(self.embed_tokens, self.char_encoder, input_ids, char_input_ids)  # (B, T, E + C)
         embeddings = self.dropout(words)
         state = past_key_values.tensors if past_key_values is not None else None
         outputs, final = self.encoder(embeddings, state, mask)  # (B, T, D*H)
         seen = 0 if past_key_values is None else past_key_values.seq_length
-        return RNNModelOutput(
-            last_hidden_state=outputs,
-            past_key_values=RecurrentState(final, seen + input_ids.shape[1]) if use_cache else None,
-            final_state=RecurrentStack.last_layer_state(final[0], self.encoder.num_directions),
-            hidden_states=(embeddings, outputs) if output_hidden_states else None,
-        )
+        return embeddings, outputs, RecurrentState(final, seen + input_ids.shape[1])
 
 
 class RNNForCausalLM(RNNPreTrainedModel, StatefulGenerationMixin):
@@ -183,21 +192,16 @@ class RNNForCausalLM(RNNPreTrainedModel, StatefulGenerationMixin):
             ``CausalLMOutputWithPast`` with ``logits`` ``(batch, time, vocab_size)`` and the state
             as ``past_key_values``.
         """
-        out = self.model(
-            input_ids,
-            attention_mask=attention_mask,
-            past_key_values=past_key_values,
-            use_cache=use_cache,
-            output_hidden_states=output_hidden_states,
-            char_input_ids=char_input_ids,
-        )
-        hidden = self.dropout(out.last_hidden_state)
+        use_cache = use_cache if use_cache is not None else self.config.use_cache
+        embeddings, outputs, state = self.model.encode(input_ids, attention_mask, past_key_values, char_input_ids)
+        hidden = self.dropout(outputs)
         if self.output_projection is not None:
             hidden = self.output_projection(hidden)
         logits = self.lm_head(hidden)  # (B, T, V)
         loss = self.causal_lm_loss(logits, labels, **kwargs)
         return CausalLMOutputWithPast(
-            loss=loss, logits=logits, past_key_values=out.past_key_values, hidden_states=out.hidden_states
+            loss=loss, logits=logits, past_key_values=state if use_cache else None,
+            hidden_states=(embeddings, outputs) if output_hidden_states else None,
         )
 
 

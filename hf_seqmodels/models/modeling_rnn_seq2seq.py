@@ -155,13 +155,13 @@ class AttentionDecoder(nn.Module):
             self.combine = nn.Linear(memory + hidden, hidden, bias=False)  # W_c
         self.output_size = hidden + memory if self.wiring == "bahdanau" else hidden
 
-    def forward(self, input_ids, memory, mask, state, input_feed=None, keys=None):
+    def forward(self, input_ids, memory, mask, state, input_feed, keys):
         """Decode ``input_ids`` ``(B, T)`` from ``state`` (tensors ``(B, L, H)``).
 
         Args:
             memory: ``(B, S, M)`` encoder outputs; mask: ``(B, S)`` bool or None.
             input_feed: ``h̃_{t-1}`` ``(B, H)`` (Luong wiring with input feeding only).
-            keys: ``self.attention.prepare(memory)`` computed earlier (None: computed here).
+            keys: ``self.attention.prepare(memory)`` (None without attention); the caller keeps it across steps.
 
         Returns:
             outputs ``o_t`` ``(B, T, output_size)``, attention weights ``(B, T, S)`` (None without
@@ -171,8 +171,6 @@ class AttentionDecoder(nn.Module):
         if self.wiring == "none":
             outputs, state = self.rnn(inputs, state)
             return outputs, None, state, None
-        if keys is None:
-            keys = self.attention.prepare(memory)  # (B, S, ·)
         if self.wiring == "luong" and not self.input_feeding:
             top, state = self.rnn(inputs, state)  # fused over the whole target: (B, T, H)
             outputs, weights = self._attentional_state(top, keys, memory, mask)

@@ -360,11 +360,15 @@ class TrainingLoop:
             return 0, 1
         return self.accelerator.process_index, self.accelerator.num_processes
 
-    def unsharded_model(self) -> torch.nn.Module:
-        """A plain model of the trained model's class and config, on the CPU (its weights are a fresh init)."""
+    def unsharded_model(self, weights: dict[str, torch.Tensor] | None = None) -> torch.nn.Module:
+        """A plain model of the trained model's class and config on the CPU, holding ``weights`` (a whole state
+        dict, such as :func:`gather_full_state` gives) or, without them, a fresh initialisation."""
         config = self.accelerator.unwrap_model(self.model).config
         with torch.device("cpu"):
-            return self.model_class(config)
+            model = self.model_class(config)
+        if weights is not None:
+            model.load_state_dict(weights, strict=True)
+        return model
 
     def gathered_model(self) -> torch.nn.Module | None:
         """The trained model, unsharded: a plain copy on the main process's CPU (None on the others; every
@@ -375,8 +379,7 @@ class TrainingLoop:
         weights, _ = gather_full_state(model)
         if not self.accelerator.is_main_process:
             return None
-        copy = self.unsharded_model()
-        copy.load_state_dict(weights, strict=True)
+        copy = self.unsharded_model(weights)
         if model.can_generate():
             copy.generation_config = model.generation_config
         return copy.train(model.training)
@@ -456,8 +459,7 @@ class TrainingLoop:
         if self.sharded:
             weights, optimizer_state = gather_full_state(self.accelerator.unwrap_model(self.model), self.optimizer)
             if self.accelerator.is_main_process:
-                model = self.unsharded_model()
-                model.load_state_dict(weights, strict=True)
+                model = self.unsharded_model(weights)
         path = save_checkpoint(self.args.output_dir, accelerator=self.accelerator, model=model,
                                optimizer=self.optimizer, scheduler=self.scheduler, trainer_state=self.state,
                                recurrent_state=self.carried, save_total_limit=self.args.save_total_limit,

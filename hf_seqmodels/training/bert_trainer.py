@@ -20,7 +20,7 @@ from accelerate import Accelerator
 
 from ..models.config_utils import invalid
 from .bert_data import SpecialIds, collate_examples, mask_tokens, special_tokens_mask, wordpiece_word_starts
-from .engine import EngineArguments, TrainingLoop, make_accelerator, perplexity
+from .engine import EngineArguments, TrainingLoop, make_accelerator, perplexity, process_share
 
 
 @dataclass
@@ -150,7 +150,7 @@ class BertPretrainingLoop(TrainingLoop):
 
     def evaluate_metrics(self, model) -> dict[str, float]:
         acc = self.accelerator
-        index, count = self.eval_shard
+        index, count = process_share(self.eval_accelerator)
         mine = self.eval_batches[index::count]
         metrics = evaluate_pretraining(model, mine, acc.device)
         if count > 1:  # average the shards' metrics weighted by their sizes

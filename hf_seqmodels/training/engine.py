@@ -240,6 +240,11 @@ def shard_on_cpu(accelerator: Accelerator) -> None:
     accelerator.state.fsdp_plugin = plugin
 
 
+def process_share(accelerator: Accelerator | None) -> tuple[int, int]:
+    """``(index, count)``: the process evaluates every ``count``-th item from ``index`` (``(0, 1)``: all of them)."""
+    return (accelerator.process_index, accelerator.num_processes) if accelerator is not None else (0, 1)
+
+
 def perplexity(loss: float) -> float:
     return math.exp(loss) if loss < 700 else math.inf
 
@@ -322,7 +327,7 @@ class TrainingLoop:
         if args.gradient_checkpointing:
             if not getattr(model, "supports_gradient_checkpointing", False):
                 raise invalid("gradient_checkpointing", True, f"False for {type(model).__name__}, which has no "
-                              "layers to recompute (supported: the Transformer family and BERT)")
+                              "layers to recompute (supported: the Transformer family, BERT and the recurrent models)")
             # transformers 5 renamed gradient_checkpointing_enable (now deprecated) to activation_checkpointing_enable
             enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
             enable()
@@ -353,12 +358,11 @@ class TrainingLoop:
 
     # ---- sharded models
     @property
-    def eval_shard(self) -> tuple[int, int]:
-        """``(index, count)``: this process evaluates every ``count``-th example from ``index``. A sharded model
-        gathers its layers in every forward, so every process must run the same forwards: each evaluates all."""
-        if self.sharded:
-            return 0, 1
-        return self.accelerator.process_index, self.accelerator.num_processes
+    def eval_accelerator(self) -> Accelerator | None:
+        """The accelerator whose processes split the held-out data among them (see :func:`process_share`), or None
+        when every process must evaluate all of it: a sharded model gathers its layers in every forward, so every
+        process has to run the same forwards."""
+        return None if self.sharded else self.accelerator
 
     def unsharded_model(self, weights: dict[str, torch.Tensor] | None = None) -> torch.nn.Module:
         """A plain model of the trained model's class and config on the CPU, holding ``weights`` (a whole state
@@ -665,5 +669,6 @@ __all__ = [
     "engine_card_arguments",
     "make_accelerator",
     "perplexity",
+    "process_share",
     "write_run_model_card",
 ]

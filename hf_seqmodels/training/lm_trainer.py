@@ -27,7 +27,14 @@ from accelerate import Accelerator
 from ..models import RecurrentState
 from ..models.config_utils import invalid
 from .data import ShuffledContextWindows, StreamWindows, Window, batchify, shard_rows
-from .engine import EngineArguments, TrainingLoop, engine_card_arguments, make_accelerator, perplexity
+from .engine import (
+    EngineArguments,
+    TrainingLoop,
+    engine_card_arguments,
+    make_accelerator,
+    perplexity,
+    process_share,
+)
 
 
 @dataclass
@@ -102,7 +109,7 @@ def evaluate_causal_lm(model: torch.nn.Module, eval_ids: torch.Tensor, *, batch_
     not depend on the number of processes. The ``L % batch_size`` last tokens are not scored.
     """
     rows = batchify(eval_ids, batch_size)  # (B_eval, N)
-    rank, world = (accelerator.process_index, accelerator.num_processes) if accelerator else (0, 1)
+    rank, world = process_share(accelerator)
     device = accelerator.device if accelerator else next(model.parameters()).device
     total, count = stream_nll(model, StreamWindows(shard_rows(rows, rank, world), bptt), device)
     sums = torch.tensor([total, float(count)], dtype=torch.float64, device=device)
@@ -157,7 +164,7 @@ class LMTrainingLoop(TrainingLoop):
 
     def evaluate_metrics(self, model) -> dict[str, float]:
         return evaluate_causal_lm(model, self.eval_ids, batch_size=self.args.eval_batch_size, bptt=self.args.bptt,
-                                  accelerator=None if self.sharded else self.accelerator)  # see eval_shard
+                                  accelerator=self.eval_accelerator)
 
     def card_arguments(self) -> dict[str, Any]:
         return card_training_args(self.args, self.accelerator.num_processes)

@@ -141,7 +141,7 @@ def report_test_set(loop: Seq2SeqTrainingLoop, corpus: ParallelCorpus, name: str
                           max_source_length=args.max_source_length, max_target_length=args.max_target_length,
                           drop_longer=False)
     bleu, hypotheses = evaluate_bleu(model, loop.tokenizer, pairs, corpus.targets,
-                                     accelerator=None if loop.sharded else acc,  # see TrainingLoop.eval_shard
+                                     accelerator=loop.eval_accelerator,
                                      pad_token_id=loop.source_tokenizer.pad_token_id, batch_size=args.eval_batch_size,
                                      num_beams=args.eval_num_beams, max_new_tokens=args.eval_max_new_tokens)
     results = {f"{name}_bleu": bleu, f"{name}_sentences": len(pairs)}

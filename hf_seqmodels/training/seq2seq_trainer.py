@@ -30,7 +30,7 @@ from accelerate.utils import gather_object
 
 from ..hub import SOURCE_TOKENIZER_FOLDER
 from ..models.config_utils import invalid
-from .engine import EngineArguments, TrainingLoop, make_accelerator, perplexity
+from .engine import EngineArguments, TrainingLoop, make_accelerator, perplexity, process_share
 from .seq2seq_data import EncodedPairs, LengthBatches, collate_pairs
 
 
@@ -140,7 +140,7 @@ def evaluate_bleu(model, tokenizer, pairs: EncodedPairs, references: list[str], 
                   **translate_kwargs) -> tuple[float, list[str]]:
     """BLEU of beam-search translations of ``pairs.sources`` against ``references``; returns the translations
     too. With several processes each translates every ``P``-th sentence and the results are gathered."""
-    rank, world = (accelerator.process_index, accelerator.num_processes) if accelerator else (0, 1)
+    rank, world = process_share(accelerator)
     mine = list(range(rank, len(pairs), world))
     texts = translate_ids(model, [pairs.sources[i] for i in mine], tokenizer, **translate_kwargs)
     if world > 1:
@@ -193,7 +193,7 @@ class Seq2SeqTrainingLoop(TrainingLoop):
 
     def evaluate_metrics(self, model, with_bleu: bool | None = None) -> dict[str, float]:
         acc, args = self.accelerator, self.args
-        index, count = self.eval_shard
+        index, count = process_share(self.eval_accelerator)
         shard = EncodedPairs(self.eval_pairs.sources[index::count], self.eval_pairs.targets[index::count])
         was_training = model.training
         model.eval()
@@ -212,7 +212,7 @@ class Seq2SeqTrainingLoop(TrainingLoop):
         limit = self.args.eval_bleu_samples or len(self.eval_pairs)
         pairs = EncodedPairs(self.eval_pairs.sources[:limit], self.eval_pairs.targets[:limit])
         score, _ = evaluate_bleu(model, self.tokenizer, pairs, self.eval_references[:limit],
-                                 accelerator=None if self.sharded else self.accelerator,  # see eval_shard
+                                 accelerator=self.eval_accelerator,
                                  pad_token_id=self.source_tokenizer.pad_token_id,
                                  batch_size=self.args.eval_batch_size, num_beams=self.args.eval_num_beams,
                                  max_new_tokens=self.args.eval_max_new_tokens)

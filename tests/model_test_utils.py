@@ -101,3 +101,27 @@ def run_without_package(folder: Path, auto_class: str, input_ids: torch.Tensor, 
     report = json.loads(result.stdout.strip().splitlines()[-1])
     report["logits"] = load_file(str(out_file))["logits"]
     return report
+
+
+def checkpointing_runs(build, loss_of, inner) -> list[tuple[dict[str, torch.Tensor], int]]:
+    """Train-mode gradients of ``loss_of(model)`` for ``build()`` without and with activation checkpointing,
+    each with the number of times the module ``inner(model)`` ran (a recomputed module runs twice).
+
+    ``build`` must seed itself; the same seed is set before each forward, so dropout draws agree."""
+    runs = []
+    for checkpointing in (False, True):
+        model = build().train()
+        if checkpointing:
+            model.activation_checkpointing_enable()
+        calls, module = [], inner(model)
+        forward = module.forward  # counted by wrapping: forward hooks do not run in checkpoint's recomputation
+
+        def counted(*args, forward=forward, calls=calls, **kwargs):
+            calls.append(1)
+            return forward(*args, **kwargs)
+
+        module.forward = counted
+        torch.manual_seed(1)
+        loss_of(model).backward()
+        runs.append(({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}, len(calls)))
+    return runs

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 import torch
-from model_test_utils import left_pad, random_ids, right_pad, run_without_package
+from model_test_utils import checkpointing_runs, left_pad, random_ids, right_pad, run_without_package
 from transformers import (
     AutoConfig,
     AutoModel,
@@ -61,6 +61,18 @@ def test_causal_lm_shapes_loss_and_backward(cell_type):
     assert all(g is not None and torch.isfinite(g).all() for g in grads)
     manual = torch.nn.functional.cross_entropy(out.logits[:, :-1].reshape(-1, 99), ids[:, 1:].reshape(-1))
     assert torch.allclose(out.loss, manual, atol=1e-6)
+
+
+@pytest.mark.parametrize("cell_type", ["lstm", "peephole_lstm"])
+def test_activation_checkpointing_recomputes_the_stack_and_keeps_the_gradients(cell_type):
+    ids = random_ids(3, 9, 99)
+    build = lambda: tiny_model(cell_type=cell_type, num_hidden_layers=2, hidden_dropout_prob=0.3)  # noqa: E731
+    (plain, plain_calls), (recomputed, recomputed_calls) = checkpointing_runs(
+        build, lambda model: model(ids, labels=ids).loss, lambda model: model.model.encoder.rnn)
+    assert (plain_calls, recomputed_calls) == (1, 2)  # the backward pass ran the stack again
+    assert plain.keys() == recomputed.keys() == {name for name, _ in build().named_parameters()}
+    for name in plain:
+        torch.testing.assert_close(recomputed[name], plain[name], msg=name)
 
 
 @pytest.mark.parametrize("bidirectional", [False, True])

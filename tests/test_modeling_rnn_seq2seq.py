@@ -7,7 +7,13 @@ import textwrap
 
 import pytest
 import torch
-from model_test_utils import left_pad, random_ids, right_pad, run_in_python_without_package
+from model_test_utils import (
+    checkpointing_runs,
+    left_pad,
+    random_ids,
+    right_pad,
+    run_in_python_without_package,
+)
 from torch.nn import functional as F
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, pipeline
 
@@ -134,6 +140,23 @@ def test_loss_is_teacher_forced_cross_entropy_and_backpropagates(variant):
     assert torch.allclose(out.loss, expected, atol=1e-6)
     out.loss.backward()
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters() if p.requires_grad)
+
+
+@pytest.mark.parametrize("variant", ["bahdanau-additive-bilstm", "luong-general-fused"])
+def test_activation_checkpointing_recomputes_encoder_and_decoder_and_keeps_the_gradients(variant):
+    source, labels = random_ids(2, 5, 99), random_ids(2, 6, 99)
+    runs = {}
+    for side in ("encoder", "decoder"):
+        runs[side] = checkpointing_runs(lambda: tiny_model(variant, hidden_dropout_prob=0.3),
+                                        lambda model: model(source, labels=labels).loss,
+                                        lambda model, side=side: getattr(model.model, side).rnn.rnn)
+    steps = 1 if variant == "luong-general-fused" else labels.shape[1]  # Bahdanau's decoder steps through time
+    assert [calls for _, calls in runs["encoder"]] == [1, 2]
+    assert [calls for _, calls in runs["decoder"]] == [steps, 2 * steps]
+    (plain, _), (recomputed, _) = runs["encoder"]
+    assert plain.keys() == recomputed.keys()
+    for name in plain:
+        torch.testing.assert_close(recomputed[name], plain[name], msg=name)
 
 
 def test_labels_are_shifted_right_after_the_start_token():

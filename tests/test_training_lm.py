@@ -440,18 +440,25 @@ def test_tensorboard_receives_the_logged_history(tokenizer, corpus_ids, tmp_path
     assert [e.step for e in events.Scalars("eval_loss")] == [10]
 
 
-def test_gradient_checkpointing_trains_the_same_weights_and_is_refused_without_layers(tokenizer, corpus_ids,
-                                                                                       tmp_path):
+@pytest.mark.parametrize("family", ["transformer_lm", "lstm"])
+def test_gradient_checkpointing_trains_the_same_weights(family, tokenizer, corpus_ids, tmp_path):
     train, held_out = corpus_ids
+    build = (lambda: tiny_lstm(len(tokenizer), dropout=0.2)) if family == "lstm" else \
+        (lambda: tiny_transformer_lm(len(tokenizer)))
     for name, recompute in (("plain", False), ("recomputed", True)):
-        train_causal_lm(tiny_transformer_lm(len(tokenizer)), tokenizer, train, held_out,
+        train_causal_lm(build(), tokenizer, train, held_out,
                         engine_args(tmp_path / name, max_steps=4, use_cpu=True, gradient_checkpointing=recompute))
     plain, recomputed = weights(tmp_path / "plain"), weights(tmp_path / "recomputed")
+    assert not all(torch.equal(plain[key], weights(build())[key]) for key in plain)  # it trained
     for key in plain:
         torch.testing.assert_close(recomputed[key], plain[key])
-    with pytest.raises(ValueError, match=r"`gradient_checkpointing`.*False for RNNForCausalLM"):
-        train_causal_lm(tiny_lstm(len(tokenizer)), tokenizer, train, held_out,
-                        engine_args(tmp_path / "rnn", max_steps=1, use_cpu=True, gradient_checkpointing=True))
+
+
+def test_gradient_checkpointing_is_refused_without_layers(tokenizer, corpus_ids, tmp_path):
+    train, held_out = corpus_ids
+    with pytest.raises(ValueError, match=r"`gradient_checkpointing`.*False for NNLMForCausalLM"):
+        train_causal_lm(tiny_nnlm(len(tokenizer)), tokenizer, train, held_out,
+                        engine_args(tmp_path / "nnlm", max_steps=1, use_cpu=True, gradient_checkpointing=True))
 
 
 @pytest.mark.slow

@@ -54,6 +54,7 @@ class RNNPreTrainedModel(PreTrainedModel):
     base_model_prefix = "model"
     main_input_name = "input_ids"
     _no_split_modules = ["RecurrentStack"]
+    supports_gradient_checkpointing = True  # each RecurrentStack is recomputed in the backward pass
 
     @torch.no_grad()
     def _init_weights(self, module):

@@ -4,7 +4,10 @@ One module wraps torch's fused kernels (``nn.RNN``, ``nn.LSTM``, ``nn.GRU``): wh
 through cuDNN/oneDNN in one call, never a Python loop over time steps. It adds what the models
 need on top: batch-first state tensors, dropout between stacked layers (Zaremba et al. 2014) and
 exact handling of padding in any position (left padding for generation, right padding for
-classification) through packed sequences. Cells without a fused kernel (the peephole LSTM,
+classification) through packed sequences, and activation checkpointing: after the model's
+``activation_checkpointing_enable()``, a training forward keeps only the stack's inputs and runs the
+stack again in the backward pass (the unit of recomputation is the whole stack: the fused kernel
+runs all its layers in one call). Cells without a fused kernel (the peephole LSTM,
 :mod:`recurrent_cells`) step through time in Python with the same interface and padding rules.
 
 Equations (course notes, ``[h; x]`` concatenation written as two matrices as torch stores them)::
@@ -29,6 +32,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from transformers.modeling_layers import GradientCheckpointingLayer
 
 from .recurrent_cells import LOOPED_CELLS
 
@@ -59,7 +63,7 @@ def _build_rnn(cell_type: str, **kwargs) -> nn.RNNBase:
     raise ValueError(f"Invalid `cell_type`={cell_type!r}: expected one of {', '.join(CELL_TYPES)}.")
 
 
-class RecurrentStack(nn.Module):
+class RecurrentStack(GradientCheckpointingLayer):
     """Stacked, optionally bidirectional RNN/LSTM/GRU (or peephole LSTM) over batch-first sequences.
 
     Args:

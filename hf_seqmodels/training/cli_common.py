@@ -40,7 +40,8 @@ ENGINE_HELP = {
     "use_cpu": "force the CPU even when a GPU is present",
     "report_to": "experiment trackers (accelerate): none, all, or a list such as tensorboard,wandb; "
                  "they write under OUTPUT_DIR/runs",
-    "gradient_checkpointing": "recompute each layer's activations in the backward pass (Transformer, BERT)",
+    "gradient_checkpointing": "recompute activations in the backward pass: each layer (Transformer, BERT), each "
+                              "recurrent stack (RNN, LSTM, GRU models); not the NNLM",
     "torch_compile": "compile the model with torch.compile (inductor) before training",
 }
 

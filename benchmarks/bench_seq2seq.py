@@ -3,7 +3,7 @@
 Attention RNN (``RNNSeq2SeqForConditionalGeneration``, Bahdanau wiring by default):
 
 * beam search with ``--rnn-beams`` (5) against greedy on a batch of ``--rnn-batch`` (32) sources,
-  both forced to ``--new-tokens`` steps — target < 3×: the beams run as one batch, not a Python loop;
+  both run to ``--new-tokens`` steps without an EOS token — target < 3×: the beams run as one batch, not a Python loop;
   the same ratio of transformers' ``MarianMTModel`` (sizes below) is printed beside it as the reference of
   what batched beam search costs a decoder whose steps are dominated by matrix products;
 * training throughput (target tokens per second of a teacher-forced step), informational.
@@ -70,9 +70,15 @@ def parse_args() -> argparse.Namespace:
 
 
 def decode(model, source: torch.Tensor, new_tokens: int, num_beams: int = 1, use_cache: bool = True):
-    """Exactly ``new_tokens`` decoding steps (EOS forbidden until then), greedy or beam search."""
+    """Exactly ``new_tokens`` decoding steps, greedy or beam search.
+
+    Decoding runs without an EOS token (``eos_token_id=None``), so every hypothesis runs to
+    ``max_new_tokens``. ``min_new_tokens`` would force the same length, but transformers then adds a
+    ``min_length`` and a ``min_new_tokens`` processor that each copy and mask the whole ``(rows, vocab)``
+    score matrix every step: work that grows with the number of beams and is not beam search's.
+    """
     return model.generate(source, attention_mask=torch.ones_like(source), do_sample=False, num_beams=num_beams,
-                          max_new_tokens=new_tokens, min_new_tokens=new_tokens, use_cache=use_cache)
+                          max_new_tokens=new_tokens, eos_token_id=None, use_cache=use_cache)
 
 
 def same_work(contenders: dict) -> None:

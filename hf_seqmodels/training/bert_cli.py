@@ -36,6 +36,7 @@ from .cli_common import (
     configure_logging,
     dataset_label,
     engine_arguments,
+    finish_processes,
     load_tokenizer,
 )
 from .data import read_text_file
@@ -111,9 +112,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"{len(train):,} training and {len(evaluation):,} held-out sentence pairs.")
     loop = BertPretrainingLoop(model, tokenizer, train, evaluation, training_args, accelerator)
     names = ", ".join(f"`{Path(p).name}`" for p in args.train_file) if args.train_file else f"`{args.dataset_name}`"
-    return loop.train(f"Pretrained on {names}: {len(documents) - held_out:,} documents, {len(train):,} sentence "
-                      f"pairs of at most {args.max_seq_length} tokens; {len(tokenizer)}-token WordPiece vocabulary.",
-                      dataset_label(args))
+    results = loop.train(f"Pretrained on {names}: {len(documents) - held_out:,} documents, {len(train):,} sentence "
+                         f"pairs of at most {args.max_seq_length} tokens; {len(tokenizer)}-token WordPiece vocabulary.",
+                         dataset_label(args))
+    finish_processes(accelerator)
+    return results
 
 
 __all__ = ["MODEL_FAMILIES", "build_parser", "load_documents", "main"]

@@ -210,6 +210,15 @@ def _train_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerat
     return AutoTokenizer.from_pretrained(output_dir)
 
 
+def finish_processes(accelerator: Accelerator) -> None:
+    """End a run's processes together: wait until every one is done (the main process writes the final model,
+    card and pictures last), then take the process group down, so that no process exits while another still
+    needs it and none leaves the collective backend's threads to the interpreter's exit. Nothing to do on one
+    process."""
+    accelerator.wait_for_everyone()
+    accelerator.state.destroy_process_group()
+
+
 def load_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerator: Accelerator,
                    add_bert_special_tokens: bool = False):
     """The tokenizer of --tokenizer_name_or_path, of --model_name_or_path, or one trained on ``train_texts``
@@ -285,6 +294,7 @@ def tokenizer_config_fields(tokenizer) -> dict[str, Any]:
 
 __all__ = [
     "ENGINE_HELP",
+    "finish_processes",
     "TOKENIZER_FIELDS",
     "add_engine_arguments",
     "add_source_tokenizer_arguments",

@@ -563,7 +563,8 @@ class TrainingLoop:
         try:
             return self._run()
         finally:  # also when stopped by a signal: the trackers flush what they have
-            self.accelerator.end_training()
+            for tracker in self.accelerator.trackers:  # not end_training(): the processes still have work to do
+                tracker.finish()
 
     def _run(self) -> dict[str, Any]:
         with self.stop_signals:

@@ -33,6 +33,7 @@ from .cli_common import (
     configure_logging,
     dataset_label,
     engine_arguments,
+    finish_processes,
     load_tokenizer,
 )
 from .data import load_text_splits, tokenize_texts
@@ -91,8 +92,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     eval_ids = tokenize_texts(texts.validation, tokenizer, num_proc=args.preprocessing_num_workers)
     logger.info(f"{type(model).__name__} with {model.num_parameters():,} parameters; "
                 f"{train_ids.numel():,} training and {eval_ids.numel():,} validation tokens.")
-    return train_causal_lm(model, tokenizer, train_ids, eval_ids, training_args, accelerator,
-                           training_data=describe_data(args, tokenizer), eval_dataset=dataset_label(args))
+    results = train_causal_lm(model, tokenizer, train_ids, eval_ids, training_args, accelerator,
+                              training_data=describe_data(args, tokenizer), eval_dataset=dataset_label(args))
+    finish_processes(accelerator)
+    return results
 
 
 def describe_data(args: argparse.Namespace, tokenizer) -> str:

@@ -43,6 +43,7 @@ from .cli_common import (
     configure_logging,
     dataset_label,
     engine_arguments,
+    finish_processes,
     load_source_tokenizer,
     load_tokenizer,
     tokenizer_config_fields,
@@ -190,6 +191,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                accelerator, source_tokenizer=source_tokenizer)
     results = loop.train(describe_data(args, tokenizer, len(train_pairs), source_tokenizer), dataset_label(args))
     results.update(report_test_set(loop, test or validation, "test" if test else "validation"))
+    finish_processes(accelerator)
     return results
 
 

@@ -164,7 +164,7 @@ def test_pretrain_bert_command_trains_a_tokenizer_and_writes_a_loadable_model(tm
     results = bert_main(["--train_file", str(corpus), "--preset", "tiny", "--vocab_size", "80", "--min_frequency", "1",
                          "--max_seq_length", "32", "--config_overrides", "max_position_embeddings=32",
                          "--validation_split_percentage", "20", "--per_device_train_batch_size", "8",
-                         "--max_steps", "4", "--optimizer", "adamw", "--learning_rate", "1e-3",
+                         "--max_steps", "4", "--optimizer", "adamw", "--learning_rate", "1e-3", "--lowercase",
                          "--output_dir", str(out), "--disable_tqdm", "--use_cpu"])
     assert results["steps"] == 4 and 0.0 <= results["eval_nsp_accuracy"] <= 1.0
     model = AutoModelForPreTraining.from_pretrained(out)
@@ -178,6 +178,7 @@ def test_pretrain_bert_command_trains_a_tokenizer_and_writes_a_loadable_model(tm
     index = {r.metric_name: r.metric_value for r in ModelCard.load(out / "README.md").data.eval_results}
     assert index["Next-sentence prediction accuracy"] == round(results["eval_nsp_accuracy"], 4)
     pair = tokenizer("the cat sat", "a dog ran")
+    assert tokenizer("The Cat SAT")["input_ids"] == pair["input_ids"][:5]  # an uncased vocabulary (--lowercase)
     assert pair["token_type_ids"].count(1) == len(tokenizer("a dog ran", add_special_tokens=False)["input_ids"]) + 1
     with pytest.raises(ValueError, match="max_seq_length 64 exceeds"):
         bert_main(["--train_file", str(corpus), "--preset", "tiny", "--max_seq_length", "64", "--vocab_size", "80",

@@ -192,7 +192,7 @@ def _train_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerat
     output_dir = Path(args.output_dir) / subfolder if subfolder else Path(args.output_dir)
     reuse = args.resume_from_checkpoint is not None and (output_dir / "tokenizer.json").is_file()
     if not reuse and accelerator.is_main_process:
-        from ..tokenization import train_tokenizer
+        from ..tokenization import CleaningConfig, train_tokenizer
 
         output_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=output_dir) as tmp:
@@ -201,7 +201,8 @@ def _train_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerat
             sizes = {k: getattr(args, k) for k in ("vocab_size", "min_frequency") if getattr(args, k) is not None}
             if vocab_size is not None:
                 sizes["vocab_size"] = vocab_size
-            tokenizer = train_tokenizer([str(text_file)], kind=args.tokenizer_kind,
+            cleaning = CleaningConfig(lowercase=True) if getattr(args, "lowercase", False) else None
+            tokenizer = train_tokenizer([str(text_file)], kind=args.tokenizer_kind, cleaning=cleaning,
                                         add_bert_special_tokens=add_bert_special_tokens, **sizes)
         tokenizer.save_pretrained(output_dir)
         where = f" (saved in {subfolder}/)" if subfolder else ""
@@ -239,6 +240,8 @@ def add_tokenizer_arguments(parser: argparse.ArgumentParser, default_kind: str) 
     tok.add_argument("--vocab_size", type=int, help="vocabulary size of a trained tokenizer (None: train_tokenizer's)")
     tok.add_argument("--min_frequency", type=int,
                      help="minimum count of a token of a trained tokenizer (None: train_tokenizer's)")
+    tok.add_argument("--lowercase", action="store_true",
+                     help="a trained tokenizer lowercases its input (an uncased vocabulary, built into its normalizer)")
 
 
 def add_source_tokenizer_arguments(parser: argparse.ArgumentParser) -> None:

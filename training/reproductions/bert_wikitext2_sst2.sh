@@ -17,7 +17,7 @@ mkdir -p runs
 if [ ! -f runs/bert-mini-wikitext2/model.safetensors ]; then
   OMP_NUM_THREADS=2 python training/pretrain_bert.py --preset bert-mini \
       --train_file "$DATA/wikitext2-heldout/valid.txt" "$DATA/wikitext2-heldout/test.txt" \
-      --vocab_size 8000 --max_seq_length 64 --per_device_train_batch_size 32 \
+      --vocab_size 8000 --lowercase --max_seq_length 64 --per_device_train_batch_size 32 \
       --num_train_epochs 100 --max_steps 5500 --max_train_minutes 50 \
       --optimizer adamw --learning_rate 1e-3 --adam_beta2 0.98 --adam_epsilon 1e-6 --weight_decay 0.01 \
       --lr_scheduler cosine --warmup_steps 500 --checkpointing_steps 500 --logging_steps 100 --disable_tqdm \

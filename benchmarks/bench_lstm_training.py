@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hf_seqmodels import RNNConfig, RNNForCausalLM
+from hf_seqmodels.models.cache_naming import output_cache
 
 from .common import (
     add_common_args,
@@ -106,7 +107,7 @@ def train_ours(model: RNNForCausalLM, optimizer: torch.optim.Optimizer, batches:
         out.loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        state = out.past_key_values.detach()
+        state = output_cache(out).detach()
     return out.loss.item()
 
 

@@ -205,8 +205,8 @@ print(tokenizer.decode(beams[0], skip_special_tokens=True))
 ```
 
 The recurrent state is the generation cache: `generate()` feeds one token per step and beam search
-reorders the state. Pass `return_dict_in_generate=True` to get the state back as `past_key_values`
-and continue from it later."""
+reorders the state. Pass `return_dict_in_generate=True` to get the state back (as `past_key_values`,
+or `cache` from transformers 5.24) and continue from it later."""
 
 SOURCE_TOKENIZER_FOLDER = "source_tokenizer"  # the source-side tokenizer of a model with separate vocabularies
 

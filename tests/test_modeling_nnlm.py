@@ -9,6 +9,7 @@ from transformers import AutoModelForCausalLM
 
 import hf_seqmodels  # noqa: F401
 from hf_seqmodels import NNLMConfig, NNLMForCausalLM
+from hf_seqmodels.models.cache_naming import output_cache
 
 
 def tiny_model(seed: int = 0, **overrides) -> NNLMForCausalLM:
@@ -48,9 +49,9 @@ def test_context_carried_across_calls_equals_one_pass():
     model = tiny_model()
     ids = random_ids(2, 10, 99)
     first = model(ids[:, :4])
-    second = model(ids[:, 4:], past_key_values=first.past_key_values)
+    second = model(ids[:, 4:], past_key_values=output_cache(first))
     assert torch.allclose(torch.cat([first.logits, second.logits], 1), model(ids).logits, atol=1e-6)
-    assert torch.equal(second.past_key_values[0], ids[:, -3:])
+    assert torch.equal(output_cache(second)[0], ids[:, -3:])
 
 
 @pytest.mark.parametrize("prompt_length", [1, 3, 9])  # shorter than, equal to and longer than n-1 = 3

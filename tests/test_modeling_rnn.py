@@ -23,6 +23,7 @@ from hf_seqmodels import (
     RNNForTokenClassification,
     RNNModel,
 )
+from hf_seqmodels.models.cache_naming import cache_field, output_cache
 from hf_seqmodels.models.config_utils import ConfigValidationError
 
 CELLS = ["rnn_tanh", "rnn_relu", "lstm", "gru"]
@@ -54,8 +55,8 @@ def test_causal_lm_shapes_loss_and_backward(cell_type):
     assert out.logits.shape == (3, 9, model.config.vocab_size)
     layers = model.config.num_hidden_layers
     expected_state = [(3, layers, 16)] * (2 if cell_type == "lstm" else 1)
-    assert [tuple(t.shape) for t in out.past_key_values.tensors] == expected_state
-    assert out.past_key_values.get_seq_length() == 9
+    assert [tuple(t.shape) for t in output_cache(out).tensors] == expected_state
+    assert output_cache(out).get_seq_length() == 9
     out.loss.backward()
     grads = [p.grad for p in model.parameters()]
     assert all(g is not None and torch.isfinite(g).all() for g in grads)
@@ -143,9 +144,9 @@ def test_state_carried_across_calls_equals_one_pass(cell_type):
     ids = random_ids(2, 12, 99)
     full = model(ids).logits
     first = model(ids[:, :5])
-    second = model(ids[:, 5:], past_key_values=first.past_key_values.detach())
+    second = model(ids[:, 5:], past_key_values=output_cache(first).detach())
     assert torch.allclose(torch.cat([first.logits, second.logits], 1), full, atol=1e-5)
-    assert second.past_key_values.get_seq_length() == 12
+    assert output_cache(second).get_seq_length() == 12
 
 
 @pytest.mark.parametrize("cell_type", CELLS)
@@ -190,11 +191,11 @@ def test_generation_continues_from_a_state_passed_back_in():
     model = tiny_model()
     prompt = random_ids(1, 5, 99)
     first = model.generate(prompt, max_new_tokens=4, min_new_tokens=4, do_sample=False, return_dict_in_generate=True)
-    state = first.past_key_values
+    state = output_cache(first)
     more = torch.tensor([[7, 8, 9]])
     full = torch.cat([first.sequences[:, : state.get_seq_length()], more], dim=1)
     kw = dict(max_new_tokens=6, min_new_tokens=6, do_sample=False)
-    continued = model.generate(full, past_key_values=state, **kw)
+    continued = model.generate(full, **cache_field(state), **kw)
     assert torch.equal(continued, model.generate(full, **kw))
 
 

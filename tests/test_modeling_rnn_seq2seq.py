@@ -20,6 +20,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, pipeline
 import hf_seqmodels  # noqa: F401  (registers the Auto classes)
 from hf_seqmodels import RNNSeq2SeqConfig, RNNSeq2SeqForConditionalGeneration, RNNSeq2SeqModel
 from hf_seqmodels.models.attention_state import coverage_penalty
+from hf_seqmodels.models.cache_naming import output_cache
 from hf_seqmodels.models.config_utils import ConfigValidationError
 from hf_seqmodels.models.rnn_attention import AdditiveAttention, LuongAttention, attend
 
@@ -175,7 +176,7 @@ def test_stepping_with_the_state_equals_one_teacher_forced_pass(variant):
     state, steps = None, []
     for t in range(tgt.shape[1]):
         out = model(encoder_outputs=encoder_outputs, decoder_input_ids=tgt[:, t : t + 1], past_key_values=state)
-        state = out.past_key_values
+        state = output_cache(out)
         steps.append(out.logits)
     assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
     assert state.get_seq_length() == 6
@@ -308,10 +309,10 @@ def test_decoding_projects_the_encoder_outputs_for_attention_once_per_generate_c
     other = model.get_encoder()(ids.flip(0), attention_mask=mask.flip(0))
     projected.clear()
     step = model(encoder_outputs=other, attention_mask=mask.flip(0), decoder_input_ids=out[:, 1:2],
-                 past_key_values=first.past_key_values, use_cache=True)
+                 past_key_values=output_cache(first), use_cache=True)
     assert len(projected) == 1 and projected[0] is other.last_hidden_state
-    assert step.past_key_values.attention_keys(other.last_hidden_state) is not None
-    assert step.past_key_values.attention_keys(first.encoder_last_hidden_state) is None
+    assert output_cache(step).attention_keys(other.last_hidden_state) is not None
+    assert output_cache(step).attention_keys(first.encoder_last_hidden_state) is None
 
 
 def test_generation_reuses_encoder_outputs():

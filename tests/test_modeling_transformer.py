@@ -26,6 +26,7 @@ from hf_seqmodels import (
     TransformerLMConfig,
     TransformerModel,
 )
+from hf_seqmodels.models.cache_naming import output_cache
 from hf_seqmodels.models.config_utils import ConfigValidationError
 from hf_seqmodels.models.positional_encoding import SinusoidalPositionalEncoding
 
@@ -65,7 +66,7 @@ def test_seq2seq_output_shapes():
     assert [h.shape for h in out.decoder_hidden_states] == [(2, 5, 16)] * 4
     assert [a.shape for a in out.decoder_attentions] == [(2, 2, 5, 5)] * 3
     assert [a.shape for a in out.cross_attentions] == [(2, 2, 5, 7)] * 3
-    assert out.past_key_values.get_seq_length() == 5
+    assert output_cache(out).get_seq_length() == 5
     base = TransformerModel(model.config).eval()(src, decoder_input_ids=tgt)
     assert base.last_hidden_state.shape == (2, 5, 16)
 
@@ -76,7 +77,7 @@ def test_causal_lm_output_shapes():
     assert out.logits.shape == (3, 6, V)
     assert [h.shape for h in out.hidden_states] == [(3, 6, 16)] * 3
     assert [a.shape for a in out.attentions] == [(3, 4, 6, 6)] * 2
-    assert out.past_key_values.get_seq_length() == 6
+    assert output_cache(out).get_seq_length() == 6
 
 
 @pytest.mark.parametrize("label_smoothing", [0.0, 0.1])

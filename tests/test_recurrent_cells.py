@@ -17,6 +17,7 @@ from hf_seqmodels import (
     RNNSeq2SeqConfig,
     RNNSeq2SeqForConditionalGeneration,
 )
+from hf_seqmodels.models.cache_naming import output_cache
 from hf_seqmodels.models.recurrent_cells import PeepholeLSTM, PeepholeLSTMCell
 from hf_seqmodels.models.recurrent_stack import CELL_TYPES, RecurrentStack, has_cell_state
 from hf_seqmodels.models.tree_lstm import ChildSumTreeLSTM, ChildSumTreeLSTMCell
@@ -179,7 +180,7 @@ def test_language_model_loss_state_and_save_load(tmp_path):
     model = tiny_lm().train()
     ids = random_ids(2, 7, 99)
     out = model(ids, labels=ids)
-    assert [tuple(t.shape) for t in out.past_key_values.tensors] == [(2, 2, 16)] * 2  # (h, c)
+    assert [tuple(t.shape) for t in output_cache(out).tensors] == [(2, 2, 16)] * 2  # (h, c)
     out.loss.backward()
     assert all(p.grad is not None for name, p in model.named_parameters() if "peephole" in name)
     model.eval().save_pretrained(tmp_path)

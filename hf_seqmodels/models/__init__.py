@@ -11,6 +11,8 @@ weights, so everything here imports only torch, transformers, the standard libra
 * ``rnn_attention.py`` – Bahdanau and Luong attention scores; ``attention_state.py`` – the
   attention decoder's generation cache and the coverage penalty of beam search;
 * ``stateful_generation.py`` – generate() support and the LM loss of models whose cache is a state;
+* ``cache_naming.py`` – the cache's name where models meet transformers (``past_key_values`` up to 5.23,
+  ``cache`` from 5.24): every model takes either and returns the installed version's;
 * ``multi_head_attention.py``, ``positional_encoding.py``, ``feed_forward.py`` – the attention, position
   and feed-forward blocks of the Transformer family (and BERT); ``transformer_layers.py`` – its layers,
   whose encoder layer is also BERT's (``configuration_bert.py``, ``modeling_bert.py``);

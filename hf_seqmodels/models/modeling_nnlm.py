@@ -9,6 +9,7 @@ from transformers import initialization as init
 from transformers.modeling_outputs import CausalLMOutputWithPast
 from transformers.utils.generic import can_return_tuple
 
+from .cache_naming import cache_field, given_cache
 from .configuration_nnlm import NNLMConfig
 from .input_checks import check_input_ids, current_mask
 from .state_cache import RecurrentState
@@ -79,6 +80,7 @@ class NNLMForCausalLM(NNLMPreTrainedModel, StatefulGenerationMixin):
         past_key_values: RecurrentState | None = None,
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
+        cache: RecurrentState | None = None,
         **kwargs,
     ) -> CausalLMOutputWithPast:
         """
@@ -86,12 +88,15 @@ class NNLMForCausalLM(NNLMPreTrainedModel, StatefulGenerationMixin):
             input_ids: ``(batch, time)``.
             attention_mask: 0 at padding; padded tokens are read as the pad id, the same token that
                 fills the context before a sequence starts, so left padding never changes a result.
-            past_key_values: the last ``n - 1`` ids of earlier calls (None: the initial context).
+            past_key_values: the last ``n - 1`` ids of earlier calls (None: the initial context); also
+                accepted as ``cache``, the name transformers >= 5.24 uses.
             labels: shifted inside like every causal LM; or give ``shift_labels``.
 
         Returns:
-            ``logits`` ``(batch, time, vocab_size)`` and the new context as ``past_key_values``.
+            ``logits`` ``(batch, time, vocab_size)`` and the new context as ``past_key_values`` (``cache``
+            with transformers >= 5.24).
         """
+        past_key_values = given_cache(past_key_values, cache)
         check_input_ids(input_ids, self.config.vocab_size)
         use_cache = use_cache if use_cache is not None else self.config.use_cache
         batch, time = input_ids.shape
@@ -110,7 +115,7 @@ class NNLMForCausalLM(NNLMPreTrainedModel, StatefulGenerationMixin):
         loss = self.causal_lm_loss(logits, labels, **kwargs)
         seen = 0 if past_key_values is None else past_key_values.seq_length
         state = RecurrentState((stream[:, -n_ctx:],), seen + time) if use_cache else None
-        return CausalLMOutputWithPast(loss=loss, logits=logits, past_key_values=state)
+        return CausalLMOutputWithPast(loss=loss, logits=logits, **cache_field(state))
 
 
 __all__ = ["NNLMPreTrainedModel", "NNLMForCausalLM"]

@@ -21,6 +21,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils.generic import can_return_tuple
 
+from .cache_naming import cache_field, given_cache
 from .char_encoder import build_char_encoder, char_output_size, embed_words, fill_char_tables
 from .config_utils import invalid
 from .configuration_rnn import RNNConfig
@@ -37,15 +38,20 @@ class RNNModelOutput(ModelOutput):
     Args:
         last_hidden_state: ``(batch, time, num_directions * hidden_size)`` outputs of the top layer
             (zero at padded positions).
-        past_key_values: the final :class:`RecurrentState`, when ``use_cache``.
+        cache: the final :class:`RecurrentState`, when ``use_cache`` (also readable as ``past_key_values``).
         final_state: the top layer's final ``h``, directions concatenated: ``(batch, D * hidden_size)``.
         hidden_states: ``(embeddings, top layer outputs)`` when ``output_hidden_states``.
     """
 
     last_hidden_state: torch.FloatTensor | None = None
-    past_key_values: RecurrentState | None = None
+    cache: RecurrentState | None = None
     final_state: torch.FloatTensor | None = None
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
+
+    @property
+    def past_key_values(self) -> RecurrentState | None:
+        """``cache`` under the name transformers used before 5.24."""
+        return self.cache
 
 
 class RNNPreTrainedModel(PreTrainedModel):
@@ -107,6 +113,7 @@ class RNNModel(RNNPreTrainedModel):
         use_cache: bool | None = None,
         output_hidden_states: bool | None = None,
         char_input_ids: torch.LongTensor | None = None,
+        cache: RecurrentState | None = None,
         **kwargs,
     ) -> RNNModelOutput:
         """
@@ -114,15 +121,17 @@ class RNNModel(RNNPreTrainedModel):
             input_ids: ``(batch, time)`` token ids.
             attention_mask: ``(batch, time)`` or, during generation, ``(batch, past + time)``;
                 0 marks padding, which never changes the state.
-            past_key_values: state from an earlier call to continue from (None: zeros).
+            past_key_values: state from an earlier call to continue from (None: zeros); also accepted as
+                ``cache``, the name transformers >= 5.24 uses.
             char_input_ids: ``(batch, time, max_word_length)`` character ids of each token, for a model
                 with a character encoder (default: looked up from the token ids).
         """
         use_cache = use_cache if use_cache is not None else self.config.use_cache
+        past_key_values = given_cache(past_key_values, cache)
         embeddings, outputs, state = self.encode(input_ids, attention_mask, past_key_values, char_input_ids)
         return RNNModelOutput(
             last_hidden_state=outputs,
-            past_key_values=state if use_cache else None,
+            cache=state if use_cache else None,
             final_state=RecurrentStack.last_layer_state(state.tensors[0], self.encoder.num_directions),
             hidden_states=(embeddings, outputs) if output_hidden_states else None,
         )
@@ -182,6 +191,7 @@ class RNNForCausalLM(RNNPreTrainedModel, StatefulGenerationMixin):
         use_cache: bool | None = None,
         output_hidden_states: bool | None = None,
         char_input_ids: torch.LongTensor | None = None,
+        cache: RecurrentState | None = None,
         **kwargs,
     ) -> CausalLMOutputWithPast:
         """
@@ -191,9 +201,11 @@ class RNNForCausalLM(RNNPreTrainedModel, StatefulGenerationMixin):
 
         Returns:
             ``CausalLMOutputWithPast`` with ``logits`` ``(batch, time, vocab_size)`` and the state
-            as ``past_key_values``.
+            as ``past_key_values`` (``cache`` with transformers >= 5.24; ``past_key_values`` can be passed under
+            either name).
         """
         use_cache = use_cache if use_cache is not None else self.config.use_cache
+        past_key_values = given_cache(past_key_values, cache)
         embeddings, outputs, state = self.model.encode(input_ids, attention_mask, past_key_values, char_input_ids)
         hidden = self.dropout(outputs)
         if self.output_projection is not None:
@@ -201,7 +213,7 @@ class RNNForCausalLM(RNNPreTrainedModel, StatefulGenerationMixin):
         logits = self.lm_head(hidden)  # (B, T, V)
         loss = self.causal_lm_loss(logits, labels, **kwargs)
         return CausalLMOutputWithPast(
-            loss=loss, logits=logits, past_key_values=state if use_cache else None,
+            loss=loss, logits=logits, **cache_field(state if use_cache else None),
             hidden_states=(embeddings, outputs) if output_hidden_states else None,
         )
 

@@ -24,6 +24,7 @@ from transformers.modeling_outputs import ModelOutput, Seq2SeqLMOutput, Seq2SeqM
 from transformers.utils.generic import can_return_tuple
 
 from .attention_state import AttentionDecoderState, CoveragePenaltyLogitsProcessor
+from .cache_naming import cache_field, given_cache, output_cache
 from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from .input_checks import check_input_ids, check_source_ids
 from .modeling_rnn import RNNPreTrainedModel
@@ -236,6 +237,7 @@ class RNNSeq2SeqModel(SourceVocabularyMixin, RNNSeq2SeqPreTrainedModel):
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
+        cache: AttentionDecoderState | None = None,
         **kwargs,
     ) -> Seq2SeqModelOutput:
         """
@@ -244,7 +246,8 @@ class RNNSeq2SeqModel(SourceVocabularyMixin, RNNSeq2SeqPreTrainedModel):
             decoder_input_ids: ``(batch, tgt_len)`` target ids starting with ``decoder_start_token_id``
                 (only the new ones when continuing from ``past_key_values``).
             encoder_outputs: reuse an earlier :class:`RNNSeq2SeqEncoderOutput` instead of ``input_ids``.
-            past_key_values: an :class:`AttentionDecoderState` to continue from; it is updated in place.
+            past_key_values: an :class:`AttentionDecoderState` to continue from; it is updated in place. Also
+                accepted as ``cache``, the name transformers >= 5.24 uses (and returns it under).
 
         Returns:
             ``Seq2SeqModelOutput``: ``last_hidden_state`` ``o_t`` ``(batch, tgt_len, output_size)``,
@@ -257,6 +260,7 @@ class RNNSeq2SeqModel(SourceVocabularyMixin, RNNSeq2SeqPreTrainedModel):
         mask = source_mask(attention_mask, memory.shape[:2])
         check_input_ids(decoder_input_ids, self.config.vocab_size, "decoder_input_ids")
         use_cache = use_cache if use_cache is not None else self.config.use_cache
+        past_key_values = given_cache(past_key_values, cache)
         if past_key_values is None or past_key_values.is_empty:
             state, feed = self.bridge(encoder_outputs.final_state), None
             if self.decoder.input_feeding:
@@ -269,15 +273,15 @@ class RNNSeq2SeqModel(SourceVocabularyMixin, RNNSeq2SeqPreTrainedModel):
             if keys is None:
                 keys = self.decoder.attention.prepare(memory)
         outputs, weights, state, feed = self.decoder(decoder_input_ids, memory, mask, state, feed, keys)
-        cache = None
+        new_cache = None
         if use_cache:
-            cache = past_key_values if past_key_values is not None else AttentionDecoderState()
-            cache.update(state, feed, weights, mask, decoder_input_ids.shape[1])
+            new_cache = past_key_values if past_key_values is not None else AttentionDecoderState()
+            new_cache.update(state, feed, weights, mask, decoder_input_ids.shape[1])
             if keys is not None:
-                cache.store_attention_keys(memory, keys)
+                new_cache.store_attention_keys(memory, keys)
         return Seq2SeqModelOutput(
             last_hidden_state=outputs,
-            past_key_values=cache,
+            **cache_field(new_cache),
             cross_attentions=(weights.unsqueeze(1),) if output_attentions and weights is not None else None,
             encoder_last_hidden_state=memory,
             encoder_hidden_states=encoder_outputs.hidden_states,
@@ -332,6 +336,7 @@ class RNNSeq2SeqForConditionalGeneration(SourceVocabularyMixin, RNNSeq2SeqPreTra
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
+        cache: AttentionDecoderState | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         """Arguments as :meth:`RNNSeq2SeqModel.forward`, plus ``labels`` ``(batch, tgt_len)``: the target
@@ -341,7 +346,7 @@ class RNNSeq2SeqForConditionalGeneration(SourceVocabularyMixin, RNNSeq2SeqPreTra
         if labels is not None and decoder_input_ids is None:
             decoder_input_ids = shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
         out = self.model(
-            input_ids, attention_mask, decoder_input_ids, encoder_outputs, past_key_values,
+            input_ids, attention_mask, decoder_input_ids, encoder_outputs, given_cache(past_key_values, cache),
             use_cache=use_cache, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
         )
         hidden = self.dropout(out.last_hidden_state)
@@ -352,7 +357,7 @@ class RNNSeq2SeqForConditionalGeneration(SourceVocabularyMixin, RNNSeq2SeqPreTra
         if labels is not None:
             loss = token_cross_entropy(logits, labels, self.config.label_smoothing, kwargs.get("num_items_in_batch"))
         return Seq2SeqLMOutput(
-            loss=loss, logits=logits, past_key_values=out.past_key_values, cross_attentions=out.cross_attentions,
+            loss=loss, logits=logits, **cache_field(output_cache(out)), cross_attentions=out.cross_attentions,
             encoder_last_hidden_state=out.encoder_last_hidden_state, encoder_hidden_states=out.encoder_hidden_states,
         )
 
@@ -365,13 +370,16 @@ class RNNSeq2SeqForConditionalGeneration(SourceVocabularyMixin, RNNSeq2SeqPreTra
             if num_beams < 2 or self.config.attention_score == "none":
                 raise ValueError(f"`coverage_penalty`={coverage_penalty!r} needs beam search (num_beams > 1, got "
                                  f"{num_beams}) and attention (attention_score={self.config.attention_score!r}).")
-            if kwargs.get("past_key_values") is not None or kwargs.get("use_cache") is False:
-                raise ValueError("`coverage_penalty` reads the decoder state: pass neither `past_key_values` "
-                                 "nor `use_cache=False`.")
+            if given_cache(kwargs.get("past_key_values"), kwargs.get("cache")) is not None or \
+                    kwargs.get("use_cache") is False:
+                raise ValueError("`coverage_penalty` reads the decoder state: pass neither a cache "
+                                 "(`past_key_values`/`cache`) nor `use_cache=False`.")
             state = AttentionDecoderState.empty()
             processor = CoveragePenaltyLogitsProcessor(state, coverage_penalty)
             logits_processor = LogitsProcessorList([*(logits_processor or []), processor])
-            kwargs["past_key_values"] = state
+            kwargs.pop("past_key_values", None)
+            kwargs.pop("cache", None)
+            kwargs.update(cache_field(state))
         return super().generate(inputs, generation_config, logits_processor, **kwargs)
 
 

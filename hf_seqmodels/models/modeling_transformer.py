@@ -29,6 +29,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils.generic import can_return_tuple
 
+from .cache_naming import cache_field, given_cache, output_cache
 from .configuration_transformer import TransformerConfig, TransformerConfigBase, TransformerLMConfig
 from .input_checks import check_input_ids, check_source_ids, current_mask
 from .multi_head_attention import attention_bias
@@ -133,13 +134,15 @@ class TransformerDecoder(nn.Module):
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
+        cache: Cache | None = None,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         """
         Args:
             input_ids: ``(B, T)`` the newest target tokens (all of them without a cache).
             attention_mask: ``(B, past + T)``, 0 = padding (left padding of decoder-only prompts).
             encoder_hidden_states: ``(B, S, d_model)``; encoder_attention_mask ``(B, S)``.
-            past_key_values: the cache of earlier steps, extended in place.
+            past_key_values: the cache of earlier steps, extended in place (or ``cache``, the name transformers
+                >= 5.24 uses and returns it under).
 
         Returns:
             ``last_hidden_state`` ``(B, T, d_model)``, ``past_key_values``, ``hidden_states`` (``N + 1`` ×
@@ -150,6 +153,7 @@ class TransformerDecoder(nn.Module):
         if self.cross_attention and encoder_hidden_states is None:
             raise ValueError("the encoder-decoder's decoder needs `encoder_hidden_states` (the encoder output)")
         use_cache = use_cache if use_cache is not None else self.config.use_cache
+        past_key_values = given_cache(past_key_values, cache)
         if use_cache and past_key_values is None:
             past_key_values = self.new_cache()
         past = past_key_values.get_seq_length() if past_key_values is not None else 0
@@ -168,7 +172,7 @@ class TransformerDecoder(nn.Module):
             hidden_states.append(x)
             x, self_weights, cross_weights = layer(
                 x, attention_mask=self_bias, encoder_hidden_states=encoder_hidden_states,
-                encoder_attention_mask=cross_bias, past_key_values=past_key_values,
+                encoder_attention_mask=cross_bias, **cache_field(past_key_values),
                 output_attentions=bool(output_attentions),
             )
             self_attentions.append(self_weights)
@@ -177,7 +181,7 @@ class TransformerDecoder(nn.Module):
             x = self.final_norm(x)
         return BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=x,
-            past_key_values=past_key_values if use_cache else None,
+            **cache_field(past_key_values if use_cache else None),
             hidden_states=(*hidden_states, x) if output_hidden_states else None,
             attentions=tuple(self_attentions) if output_attentions else None,
             cross_attentions=tuple(cross_attentions) if output_attentions and self.cross_attention else None,
@@ -253,6 +257,7 @@ class TransformerModel(SourceVocabularyMixin, TransformerPreTrainedModel):
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
+        cache: Cache | None = None,
         **kwargs,
     ) -> Seq2SeqModelOutput:
         """``input_ids`` ``(B, S)`` source, ``decoder_input_ids`` ``(B, T)`` target prefix; ``encoder_outputs``
@@ -264,12 +269,12 @@ class TransformerModel(SourceVocabularyMixin, TransformerPreTrainedModel):
         decoder_outputs = self.decoder(
             decoder_input_ids, attention_mask=decoder_attention_mask,
             encoder_hidden_states=encoder_outputs.last_hidden_state, encoder_attention_mask=attention_mask,
-            past_key_values=past_key_values, use_cache=use_cache,
+            past_key_values=given_cache(past_key_values, cache), use_cache=use_cache,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
         )
         return Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
-            past_key_values=decoder_outputs.past_key_values,
+            **cache_field(output_cache(decoder_outputs)),
             decoder_hidden_states=decoder_outputs.hidden_states,
             decoder_attentions=decoder_outputs.attentions,
             cross_attentions=decoder_outputs.cross_attentions,
@@ -346,6 +351,7 @@ class TransformerForConditionalGeneration(SourceVocabularyMixin, TransformerPreT
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
+        cache: Cache | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         """
@@ -362,7 +368,7 @@ class TransformerForConditionalGeneration(SourceVocabularyMixin, TransformerPreT
         out = self.model(
             input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask, encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values, use_cache=use_cache,
+            past_key_values=given_cache(past_key_values, cache), use_cache=use_cache,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
         )
         logits = self.lm_head(out.last_hidden_state)  # (B, T, V)
@@ -372,7 +378,7 @@ class TransformerForConditionalGeneration(SourceVocabularyMixin, TransformerPreT
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
-            past_key_values=out.past_key_values,
+            **cache_field(output_cache(out)),
             decoder_hidden_states=out.decoder_hidden_states,
             decoder_attentions=out.decoder_attentions,
             cross_attentions=out.cross_attentions,
@@ -421,11 +427,13 @@ class TransformerForCausalLM(TransformerPreTrainedModel, GenerationMixin):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
+        cache: Cache | None = None,
         **kwargs,
     ) -> CausalLMOutputWithPast:
         """
         Args:
-            input_ids: ``(B, T)``; with ``past_key_values``, only the tokens after the cached ones.
+            input_ids: ``(B, T)``; with ``past_key_values`` (or ``cache``, the name of transformers >= 5.24),
+                only the tokens after the cached ones.
             attention_mask: ``(B, past + T)``, 0 = padding (left-pad prompts for batched generation).
             labels: ``(B, T)``, shifted inside (token ``t`` predicts ``t + 1``), ``-100`` ignored.
                 Pass ``shift_labels`` instead to give already-aligned targets (contiguous text windows).
@@ -435,7 +443,8 @@ class TransformerForCausalLM(TransformerPreTrainedModel, GenerationMixin):
             ``hidden_states`` (``N + 1`` × ``(B, T, d_model)``) and ``attentions`` (``N`` × ``(B, H, T, past + T)``).
         """
         out = self.model(
-            input_ids, attention_mask=attention_mask, past_key_values=past_key_values, use_cache=use_cache,
+            input_ids, attention_mask=attention_mask, past_key_values=given_cache(past_key_values, cache),
+            use_cache=use_cache,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
         )
         logits = self.lm_head(out.last_hidden_state)  # (B, T, V)
@@ -445,7 +454,7 @@ class TransformerForCausalLM(TransformerPreTrainedModel, GenerationMixin):
         elif kwargs.get("shift_labels") is not None:
             loss = token_cross_entropy(logits, kwargs["shift_labels"], smoothing, num_items_in_batch)
         return CausalLMOutputWithPast(
-            loss=loss, logits=logits, past_key_values=out.past_key_values,
+            loss=loss, logits=logits, **cache_field(output_cache(out)),
             hidden_states=out.hidden_states, attentions=out.attentions,
         )
 

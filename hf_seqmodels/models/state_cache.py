@@ -44,6 +44,13 @@ class RecurrentState:
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.seq_length
 
+    @property
+    def is_linear(self) -> list[bool]:
+        """Read by transformers >= 5.24, which cuts the prompt tokens a passed-in cache has already read only
+        when some layer is not "linear" (its state-space caches do not count what they read). This state
+        counts them (:attr:`seq_length`), so its prompt is cut like a key/value cache's."""
+        return [False]
+
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         """Select the batch rows of the beams that survive a beam-search step (in place)."""
         self.tensors = tuple(t.index_select(0, beam_idx.to(t.device)) for t in self.tensors)

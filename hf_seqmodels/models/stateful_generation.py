@@ -5,12 +5,15 @@ from __future__ import annotations
 import torch
 from transformers import GenerationMixin
 
+from .cache_naming import cache_field, given_cache
+
 
 class StatefulGenerationMixin(GenerationMixin):  # the name must end in "GenerationMixin" (can_generate)
     """``generate()`` support and the loss for language models that carry a fixed-size state.
 
-    The state is returned as ``past_key_values``; ``generate()`` passes it back, feeds only the new
-    token and calls ``RecurrentState.reorder_cache`` during beam search. transformers must not build
+    The state is returned as ``past_key_values`` (``cache`` from transformers 5.24, see
+    :mod:`.cache_naming`); ``generate()`` passes it back, feeds only the new token and calls
+    ``RecurrentState.reorder_cache`` during beam search. transformers must not build
     its key/value ``DynamicCache`` for these models, hence ``_supports_default_dynamic_cache``.
     """
 
@@ -26,16 +29,17 @@ class StatefulGenerationMixin(GenerationMixin):  # the name must end in "Generat
         return False
 
     def prepare_inputs_for_generation(self, input_ids, next_sequence_length=None, past_key_values=None,
-                                      attention_mask=None, **kwargs):
+                                      attention_mask=None, cache=None, **kwargs):
         """The inputs of one decoding step of a decoder-only model: the tokens the state has not read yet,
         the state and the mask. transformers' generic version also builds position ids and 4-D masks, which
         these models do not use, and inspects the forward signature on every step of a custom model."""
+        past_key_values = given_cache(past_key_values, cache)
         if self.config.is_encoder_decoder:
             return super().prepare_inputs_for_generation(input_ids, next_sequence_length, past_key_values,
                                                          attention_mask, **kwargs)
         if next_sequence_length is not None:
             input_ids = input_ids[:, -next_sequence_length:]
-        inputs = {"input_ids": input_ids, "past_key_values": past_key_values, "attention_mask": attention_mask}
+        inputs = {"input_ids": input_ids, **cache_field(past_key_values), "attention_mask": attention_mask}
         skipped = ("labels", "is_first_iteration", "inputs_embeds", "position_ids", "token_type_ids")
         inputs.update((k, v) for k, v in kwargs.items() if k not in skipped and k not in inputs)
         return inputs

@@ -14,6 +14,7 @@ from torch import nn
 from transformers.cache_utils import Cache
 from transformers.modeling_layers import GradientCheckpointingLayer
 
+from .cache_naming import given_cache
 from .feed_forward import PositionwiseFeedForward
 from .multi_head_attention import MultiHeadAttention
 
@@ -93,6 +94,7 @@ class TransformerDecoderLayer(GradientCheckpointingLayer):
         encoder_attention_mask: torch.Tensor | None = None,
         past_key_values: Cache | None = None,
         output_attentions: bool = False,
+        cache: Cache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """
         Args:
@@ -100,11 +102,14 @@ class TransformerDecoderLayer(GradientCheckpointingLayer):
             attention_mask: causal + padding mask ``(B | 1, 1, T, past + T)``.
             encoder_hidden_states: encoder output ``(B, S, d_model)`` (enc-dec only).
             encoder_attention_mask: source padding mask ``(B, 1, 1, S)``.
+            past_key_values: the cache this layer extends; the stack passes it under transformers' name
+                (``cache`` from 5.24), the argument its gradient checkpointing drops while training.
 
         Returns:
             ``(B, T, d_model)``, self-attention weights ``(B, H, T, past + T)`` and cross-attention
             weights ``(B, H, T, S)`` (None unless ``output_attentions``).
         """
+        past_key_values = given_cache(past_key_values, cache)
         x = hidden_states
         attended, self_weights = self.self_attn(
             self.self_attn_norm.sublayer_input(x), attention_mask=attention_mask,

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from accelerate import Accelerator
 
 from ..models import RecurrentState
+from ..models.cache_naming import output_cache
 from ..models.config_utils import invalid
 from .data import ShuffledContextWindows, StreamWindows, Window, batchify, shard_rows
 from .engine import (
@@ -96,7 +97,7 @@ def stream_nll(model: torch.nn.Module, windows: StreamWindows, device: torch.dev
         logits = out.logits.float().flatten(0, 1)  # (B*T, V)
         total += F.cross_entropy(logits, labels.flatten(), ignore_index=-100, reduction="sum").item()
         count += int((labels != -100).sum())
-        state = out.past_key_values
+        state = output_cache(out)
     model.train(was_training)
     return total, count
 
@@ -158,8 +159,8 @@ class LMTrainingLoop(TrainingLoop):
         device = self.accelerator.device
         out = self.model(window.input_ids.to(device), shift_labels=window.labels.to(device),
                          **self._state_kwargs(window))
-        carry = self.batches.carries_state and out.past_key_values is not None
-        self.carried = out.past_key_values.detach() if carry else None
+        carry = self.batches.carries_state and output_cache(out) is not None
+        self.carried = output_cache(out).detach() if carry else None
         return out.loss, window.labels.numel()
 
     def evaluate_metrics(self, model) -> dict[str, float]:

@@ -397,3 +397,24 @@ def test_two_cpu_processes_match_one_process(sharding, family, tokenizer, tmp_pa
     curve = lambda history: [r["train_loss"] for r in history if "train_loss" in r]  # noqa: E731
     assert len(curve(single)) == 5 and curve(single)[-1] < curve(single)[0]  # the updates did something
     torch.testing.assert_close(torch.tensor(curve(two)), torch.tensor(curve(single)), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_two_processes_with_a_tracker_finish_the_final_report(tokenizer, tmp_path):
+    """With --report_to the trackers are finished, not the whole run ended: accelerate's end_training() also
+    destroys the process group, and the report's BLEU decoding after training gathers across processes."""
+    for split, n, seed in (("train", 32, 1), ("valid", 6, 2)):
+        pairs = reversal_corpus(n, seed)
+        rows = ["src\ttgt"] + [f"{s}\t{t}" for s, t in zip(pairs.sources, pairs.targets, strict=True)]
+        (tmp_path / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    tokenizer.save_pretrained(tmp_path / "tok")
+    out = tmp_path / "two"
+    launch_two_cpu_processes("train_seq2seq.py", [
+        "--train_file", str(tmp_path / "train.tsv"), "--validation_file", str(tmp_path / "valid.tsv"),
+        "--source_field", "src", "--target_field", "tgt", "--tokenizer_name_or_path", str(tmp_path / "tok"),
+        "--preset", "tiny", "--max_steps", "3", "--per_device_train_batch_size", "8", "--eval_num_beams", "2",
+        "--eval_max_new_tokens", "4", "--logging_steps", "1", "--disable_tqdm", "--no-plot",
+        "--report_to", "tensorboard", "--output_dir", str(out)])
+    assert len((out / "validation_translations.tsv").read_text().splitlines()) == 1 + 6
+    assert "validation_bleu" in (out / "README.md").read_text()
+    assert list((out / "runs").rglob("events.out.tfevents.*"))  # the tracker wrote the run

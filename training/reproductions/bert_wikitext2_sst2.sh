@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Does pretraining pay at a small scale? A bert-mini (4 layers, hidden 256, 4 heads) is pretrained with
 # masked LM + next-sentence prediction on the WikiText-2 text (valid + test, ~0.46 M words), then
-# fine-tuned on SST-2; the same architecture with the same tokenizer is fine-tuned from random
-# initialisation with the same hyper-parameters. Both report dev accuracy, for each seed given.
+# fine-tuned on SST-2; the same architecture with the same tokenizer (uncased: SST-2 is lowercased) is
+# fine-tuned from random initialisation with the same hyper-parameters. Both report dev accuracy, for each
+# seed given (and the fine-tuning learning rate given).
 # Pretraining runs alone on two threads (50-minute cap); the fine-tuning runs of one seed go side by
 # side, one thread each.
 #
-#   bash training/reproductions/bert_wikitext2_sst2.sh [path/to/shared/data] [fine-tuning epochs] [seeds]
+#   bash training/reproductions/bert_wikitext2_sst2.sh [path/to/shared/data] [fine-tuning epochs] [seeds] [learning rate]
 #   bash training/reproductions/bert_wikitext2_sst2.sh ../shared/data 1 "42 43"
+#   bash training/reproductions/bert_wikitext2_sst2.sh ../shared/data 1 42 3e-5   # runs named ...-lr3e-5
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DATA=${1:-../shared/data}
 EPOCHS=${2:-1}
 SEEDS=${3:-42}
+LR=${4:-1e-4}
+SUFFIX=$([ "$LR" = 1e-4 ] && echo "" || echo "-lr$LR")
 mkdir -p runs
 if [ ! -f runs/bert-mini-wikitext2/model.safetensors ]; then
   OMP_NUM_THREADS=2 python training/pretrain_bert.py --preset bert-mini \
@@ -27,18 +31,18 @@ fi
 for SEED in $SEEDS; do
   SST2=(--task sequence-classification --train_file "$DATA/sst2/train.tsv" --validation_file "$DATA/sst2/dev.tsv"
         --max_seq_length 64 --per_device_train_batch_size 32 --per_device_eval_batch_size 128
-        --learning_rate 1e-4 --warmup_steps 0.06 --weight_decay 0.01 --num_train_epochs "$EPOCHS"
+        --learning_rate "$LR" --warmup_steps 0.06 --weight_decay 0.01 --num_train_epochs "$EPOCHS"
         --eval_strategy epoch --save_strategy no --logging_steps 100 --report_to none --use_cpu --seed "$SEED"
         --disable_tqdm true)
   OMP_NUM_THREADS=1 python training/finetune.py "${SST2[@]}" --model_name_or_path runs/bert-mini-wikitext2 \
-      --output_dir "runs/sst2-bert-mini-pretrained-seed$SEED" > "runs/sst2-bert-mini-pretrained-seed$SEED.log" 2>&1 &
+      --output_dir "runs/sst2-bert-mini-pretrained-seed$SEED$SUFFIX" > "runs/sst2-bert-mini-pretrained-seed$SEED$SUFFIX.log" 2>&1 &
   OMP_NUM_THREADS=1 python training/finetune.py "${SST2[@]}" --preset bert-mini \
       --tokenizer_name_or_path runs/bert-mini-wikitext2 \
-      --output_dir "runs/sst2-bert-mini-scratch-seed$SEED" > "runs/sst2-bert-mini-scratch-seed$SEED.log" 2>&1 &
+      --output_dir "runs/sst2-bert-mini-scratch-seed$SEED$SUFFIX" > "runs/sst2-bert-mini-scratch-seed$SEED$SUFFIX.log" 2>&1 &
   wait
   for run in pretrained scratch; do
     python -c "import json, sys; r = json.load(open(sys.argv[1])); print(sys.argv[2], 'dev accuracy', \
 round(r['eval_accuracy'], 4), 'train s', round(r['train_runtime_seconds']))" \
-        "runs/sst2-bert-mini-$run-seed$SEED/all_results.json" "$run seed $SEED"
+        "runs/sst2-bert-mini-$run-seed$SEED$SUFFIX/all_results.json" "$run seed $SEED lr $LR"
   done
 done

@@ -312,6 +312,16 @@ def _format_config(config) -> str:
     return ", ".join(f"`{k}={getattr(config, k)!r}`" for k in keys if hasattr(config, k))
 
 
+def _tokenizer_note(tokenizer) -> str:
+    """The card's default vocabulary note; it says "uncased" when the tokenizer lowercases its input (BERT
+    vocabularies are "uncased" or "cased", and a cased text given to an uncased model loses its case)."""
+    if tokenizer is None:
+        return "no tokenizer saved"
+    normalizer = getattr(getattr(tokenizer, "backend_tokenizer", None), "normalizer", None)
+    uncased = normalizer is not None and normalizer.normalize_str("Aa") == "aa"
+    return "uncased, see tokenizer.json" if uncased else "see tokenizer.json"
+
+
 def _format_table(values: dict[str, Any]) -> str:
     rows = ["| | |", "|---|---|"]
     for key, value in values.items():
@@ -441,7 +451,7 @@ def write_model_card(
         model_class=type(model).__name__,
         num_parameters=f"{model.num_parameters():,}",
         vocab_size=config.vocab_size,
-        tokenizer_kind=tokenizer_description or ("see tokenizer.json" if tokenizer is not None else "no tokenizer saved"),
+        tokenizer_kind=tokenizer_description or _tokenizer_note(tokenizer),
         config_summary=_format_config(config),
         paper=paper,
         training_data=training_data,

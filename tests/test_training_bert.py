@@ -175,6 +175,7 @@ def test_pretrain_bert_command_trains_a_tokenizer_and_writes_a_loadable_model(tm
     assert "pipeline_tag: fill-mask" in card and "| eval_nsp_accuracy |" in card and "| eval_mlm_accuracy |" in card
     assert (out / "self_attention.png").is_file() and "](self_attention.png)" in card
     assert "| hardware | 1 process on CPU (" in card
+    assert "tokens (uncased, see tokenizer.json) |" in card  # --lowercase
     index = {r.metric_name: r.metric_value for r in ModelCard.load(out / "README.md").data.eval_results}
     assert index["Next-sentence prediction accuracy"] == round(results["eval_nsp_accuracy"], 4)
     pair = tokenizer("the cat sat", "a dog ran")

@@ -247,6 +247,7 @@ def test_cli_trains_reports_bleu_and_writes_a_hub_ready_folder(family, tmp_path)
     assert len(lines) == 7 and lines[0] == "source\thypothesis\treference"
     card = (out / "README.md").read_text()
     assert "| validation_bleu |" in card and "](attention.png)" in card and "AutoModelForSeq2SeqLM" in card
+    assert "tokens (see tokenizer.json) |" in card  # a cased vocabulary: not called "uncased"
     index = {(r.metric_type, r.dataset_split, r.dataset_name) for r in ModelCard.load(out / "README.md").data.eval_results}
     assert {("bleu", "validation", "parallel"), ("perplexity", "validation", "parallel")} <= index
     reloaded = AutoModelForSeq2SeqLM.from_pretrained(out)

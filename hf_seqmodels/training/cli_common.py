@@ -201,7 +201,7 @@ def _train_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerat
             sizes = {k: getattr(args, k) for k in ("vocab_size", "min_frequency") if getattr(args, k) is not None}
             if vocab_size is not None:
                 sizes["vocab_size"] = vocab_size
-            cleaning = CleaningConfig(lowercase=True) if getattr(args, "lowercase", False) else None
+            cleaning = CleaningConfig(lowercase=True) if args.lowercase else None
             tokenizer = train_tokenizer([str(text_file)], kind=args.tokenizer_kind, cleaning=cleaning,
                                         add_bert_special_tokens=add_bert_special_tokens, **sizes)
         tokenizer.save_pretrained(output_dir)

@@ -9,6 +9,7 @@
 #   bash training/reproductions/bert_sst2_learning_curve.sh ../shared/data "500 2000 8000" "42 43"
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source training/reproductions/sst2_pair.sh
 DATA=${1:-../shared/data}
 SIZES=${2:-"500 2000 8000"}
 SEEDS=${3:-"42 43"}
@@ -21,16 +22,6 @@ for N in $SIZES; do
           --per_device_eval_batch_size 128 --learning_rate 1e-4 --warmup_steps 0.06 --weight_decay 0.01
           --num_train_epochs 3 --eval_strategy no --save_strategy no --logging_steps 50 --report_to none
           --use_cpu --seed "$SEED" --disable_tqdm true)
-    OMP_NUM_THREADS=1 python training/finetune.py "${SST2[@]}" --model_name_or_path runs/bert-mini-wikitext2 \
-        --output_dir "$OUT/pretrained-n$N-seed$SEED" > "$OUT/pretrained-n$N-seed$SEED.log" 2>&1 &
-    OMP_NUM_THREADS=1 python training/finetune.py "${SST2[@]}" --preset bert-mini \
-        --tokenizer_name_or_path runs/bert-mini-wikitext2 \
-        --output_dir "$OUT/scratch-n$N-seed$SEED" > "$OUT/scratch-n$N-seed$SEED.log" 2>&1 &
-    wait
-    for run in pretrained scratch; do
-      python -c "import json, sys; r = json.load(open(sys.argv[1])); print(sys.argv[2], 'dev accuracy', \
-round(r['eval_accuracy'], 4), 'train s', round(r['train_runtime_seconds']))" \
-          "$OUT/$run-n$N-seed$SEED/all_results.json" "$run n=$N seed $SEED"
-    done
+    finetune_pair runs/bert-mini-wikitext2 "$OUT/{run}-n$N-seed$SEED" "n=$N seed $SEED" "${SST2[@]}"
   done
 done

@@ -12,6 +12,7 @@
 #   bash training/reproductions/bert_wikitext2_sst2.sh ../shared/data 1 42 3e-5   # runs named ...-lr3e-5
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source training/reproductions/sst2_pair.sh
 DATA=${1:-../shared/data}
 EPOCHS=${2:-1}
 SEEDS=${3:-42}
@@ -34,15 +35,5 @@ for SEED in $SEEDS; do
         --learning_rate "$LR" --warmup_steps 0.06 --weight_decay 0.01 --num_train_epochs "$EPOCHS"
         --eval_strategy epoch --save_strategy no --logging_steps 100 --report_to none --use_cpu --seed "$SEED"
         --disable_tqdm true)
-  OMP_NUM_THREADS=1 python training/finetune.py "${SST2[@]}" --model_name_or_path runs/bert-mini-wikitext2 \
-      --output_dir "runs/sst2-bert-mini-pretrained-seed$SEED$SUFFIX" > "runs/sst2-bert-mini-pretrained-seed$SEED$SUFFIX.log" 2>&1 &
-  OMP_NUM_THREADS=1 python training/finetune.py "${SST2[@]}" --preset bert-mini \
-      --tokenizer_name_or_path runs/bert-mini-wikitext2 \
-      --output_dir "runs/sst2-bert-mini-scratch-seed$SEED$SUFFIX" > "runs/sst2-bert-mini-scratch-seed$SEED$SUFFIX.log" 2>&1 &
-  wait
-  for run in pretrained scratch; do
-    python -c "import json, sys; r = json.load(open(sys.argv[1])); print(sys.argv[2], 'dev accuracy', \
-round(r['eval_accuracy'], 4), 'train s', round(r['train_runtime_seconds']))" \
-        "runs/sst2-bert-mini-$run-seed$SEED$SUFFIX/all_results.json" "$run seed $SEED lr $LR"
-  done
+  finetune_pair runs/bert-mini-wikitext2 "runs/sst2-bert-mini-{run}-seed$SEED$SUFFIX" "seed $SEED lr $LR" "${SST2[@]}"
 done

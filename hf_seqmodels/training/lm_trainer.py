@@ -159,8 +159,8 @@ class LMTrainingLoop(TrainingLoop):
         device = self.accelerator.device
         out = self.model(window.input_ids.to(device), shift_labels=window.labels.to(device),
                          **self._state_kwargs(window))
-        carry = self.batches.carries_state and output_cache(out) is not None
-        self.carried = output_cache(out).detach() if carry else None
+        state = output_cache(out)
+        self.carried = state.detach() if self.batches.carries_state and state is not None else None
         return out.loss, window.labels.numel()
 
     def evaluate_metrics(self, model) -> dict[str, float]:

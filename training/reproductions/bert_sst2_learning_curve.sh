@@ -17,11 +17,8 @@ OUT=runs/sst2-learning-curve
 mkdir -p "$OUT"
 for N in $SIZES; do
   for SEED in $SEEDS; do
-    SST2=(--task sequence-classification --train_file "$DATA/sst2/train.tsv" --validation_file "$DATA/sst2/dev.tsv"
-          --max_train_samples "$N" --max_seq_length 64 --per_device_train_batch_size 32
-          --per_device_eval_batch_size 128 --learning_rate 1e-4 --warmup_steps 0.06 --weight_decay 0.01
-          --num_train_epochs 3 --eval_strategy no --save_strategy no --logging_steps 50 --report_to none
-          --use_cpu --seed "$SEED" --disable_tqdm true)
-    finetune_pair runs/bert-mini-wikitext2 "$OUT/{run}-n$N-seed$SEED" "n=$N seed $SEED" "${SST2[@]}"
+    sst2_flags "$DATA" 1e-4 3 "$SEED"
+    finetune_pair runs/bert-mini-wikitext2 pretrained "$OUT/{run}-n$N-seed$SEED" "n=$N seed $SEED" "${SST2[@]}" \
+        --max_train_samples "$N" --eval_strategy no --logging_steps 50
   done
 done

@@ -30,10 +30,7 @@ if [ ! -f runs/bert-mini-wikitext2/model.safetensors ]; then
 fi
 
 for SEED in $SEEDS; do
-  SST2=(--task sequence-classification --train_file "$DATA/sst2/train.tsv" --validation_file "$DATA/sst2/dev.tsv"
-        --max_seq_length 64 --per_device_train_batch_size 32 --per_device_eval_batch_size 128
-        --learning_rate "$LR" --warmup_steps 0.06 --weight_decay 0.01 --num_train_epochs "$EPOCHS"
-        --eval_strategy epoch --save_strategy no --logging_steps 100 --report_to none --use_cpu --seed "$SEED"
-        --disable_tqdm true)
-  finetune_pair runs/bert-mini-wikitext2 "runs/sst2-bert-mini-{run}-seed$SEED$SUFFIX" "seed $SEED lr $LR" "${SST2[@]}"
+  sst2_flags "$DATA" "$LR" "$EPOCHS" "$SEED"
+  finetune_pair runs/bert-mini-wikitext2 pretrained "runs/sst2-bert-mini-{run}-seed$SEED$SUFFIX" "seed $SEED lr $LR" "${SST2[@]}" \
+      --eval_strategy epoch --logging_steps 100
 done

@@ -1,23 +1,42 @@
-# Sourced by the BERT reproductions: one SST-2 fine-tuning pair, from the pretrained bert-mini and from random
+# Sourced by the BERT reproductions: the fine-tuning flags they share and one SST-2 fine-tuning pair, from a pretrained bert-mini and from random
 # initialisation with its tokenizer, side by side (one thread each); then each run's dev accuracy and time.
 #
-#   finetune_pair <pretrained model folder> <output pattern> <label> <training/finetune.py flags...>
+#   finetune_pair <pretrained model folder> <name of the pretrained run> <output pattern> <label> <training/finetune.py flags...>
 #
-# writes the output folders named by the pattern with "{run}" replaced by "pretrained" and by "scratch" (and
-# their .log files beside them), e.g. "runs/sst2-bert-mini-{run}-seed42".
+# writes the output folders named by the pattern with "{run}" replaced by the pretrained run's name and by
+# "scratch" (and their .log files beside them), e.g. "runs/sst2-bert-mini-{run}-seed42". A run whose folder
+# already holds all_results.json is reported, not repeated: the scratch run depends only on the tokenizer and
+# the flags, so reproductions that share both share it.
 finetune_pair() {
-  local model=$1 pattern=$2 label=$3
-  shift 3
-  local pretrained=${pattern//\{run\}/pretrained} scratch=${pattern//\{run\}/scratch}
-  OMP_NUM_THREADS=1 python training/finetune.py "$@" --model_name_or_path "$model" \
-      --output_dir "$pretrained" > "$pretrained.log" 2>&1 &
-  OMP_NUM_THREADS=1 python training/finetune.py "$@" --preset bert-mini --tokenizer_name_or_path "$model" \
-      --output_dir "$scratch" > "$scratch.log" 2>&1 &
+  local model=$1 name=$2 pattern=$3 label=$4
+  shift 4
+  local pretrained=${pattern//\{run\}/$name} scratch=${pattern//\{run\}/scratch}
+  if [ -f "$pretrained/all_results.json" ]; then
+    echo "reusing $pretrained"
+  else
+    OMP_NUM_THREADS=1 python training/finetune.py "$@" --model_name_or_path "$model" \
+        --output_dir "$pretrained" > "$pretrained.log" 2>&1 &
+  fi
+  if [ -f "$scratch/all_results.json" ]; then
+    echo "reusing $scratch"
+  else
+    OMP_NUM_THREADS=1 python training/finetune.py "$@" --preset bert-mini --tokenizer_name_or_path "$model" \
+        --output_dir "$scratch" > "$scratch.log" 2>&1 &
+  fi
   wait
   local run
-  for run in pretrained scratch; do
+  for run in "$name" scratch; do
     python -c "import json, sys; r = json.load(open(sys.argv[1])); print(sys.argv[2], 'dev accuracy', \
 round(r['eval_accuracy'], 4), 'train s', round(r['train_runtime_seconds']))" \
         "${pattern//\{run\}/$run}/all_results.json" "$run $label"
   done
+}
+
+# The training/finetune.py flags every SST-2 reproduction uses, into the array SST2 (callers add how often to
+# evaluate and log, and any subset):  sst2_flags <path/to/shared/data> <learning rate> <epochs> <seed>
+sst2_flags() {
+  SST2=(--task sequence-classification --train_file "$1/sst2/train.tsv" --validation_file "$1/sst2/dev.tsv"
+        --max_seq_length 64 --per_device_train_batch_size 32 --per_device_eval_batch_size 128
+        --learning_rate "$2" --warmup_steps 0.06 --weight_decay 0.01 --num_train_epochs "$3"
+        --save_strategy no --report_to none --use_cpu --seed "$4" --disable_tqdm true)
 }

@@ -20,20 +20,25 @@ def free_port() -> int:
 
 
 FSDP_CPU_CONFIG = REPO / "training" / "configs" / "fsdp_cpu_2proc.yaml"
+DEEPSPEED_CPU_CONFIG = REPO / "training" / "configs" / "deepspeed_cpu_2proc.yaml"
 SHARDING_LOG = "(FSDP2: parameters, gradients and optimizer state sharded)"
+DEEPSPEED_LOG = "(DeepSpeed ZeRO stage 2)"
 
 
 def launch_two_cpu_processes(script: str, argv: list[str], launch_args: list[str] | None = None,
                              env: dict[str, str] | None = None, timeout: int = 180,
-                             fsdp: bool = False) -> subprocess.CompletedProcess:
+                             fsdp: bool = False, deepspeed: bool = False) -> subprocess.CompletedProcess:
     """``accelerate launch`` of ``training/<script>`` on 2 CPU processes, one thread each; fails the test
     with the end of the log if the run fails. ``launch_args`` default to ``--multi_gpu --num_processes 2``
     with ``ACCELERATE_USE_CPU=1``; with other ``launch_args`` (a config file) the variable is unset, so the
     file decides. ``fsdp=True`` launches with ``training/configs/fsdp_cpu_2proc.yaml`` and ``--use_cpu``
-    and checks that the engine sharded the model (DDP otherwise)."""
+    and checks that the engine sharded the model (DDP otherwise); ``deepspeed=True`` launches with
+    ``training/configs/deepspeed_cpu_2proc.yaml`` (ZeRO-2) and checks that the engine trains under it."""
     launcher = shutil.which("accelerate") or pytest.fail("the accelerate launcher is not on PATH")
     if fsdp:
         launch_args, argv = ["--config_file", str(FSDP_CPU_CONFIG)], [*argv, "--use_cpu"]
+    if deepspeed:
+        launch_args = ["--config_file", str(DEEPSPEED_CPU_CONFIG)]
     if launch_args is None:
         launch_args = ["--multi_gpu", "--num_processes", "2"]
         env = {"ACCELERATE_USE_CPU": "1", **(env or {})}
@@ -45,4 +50,5 @@ def launch_two_cpu_processes(script: str, argv: list[str], launch_args: list[str
     assert done.returncode == 0, done.stderr[-3000:]
     assert "num_processes': 2" in done.stderr
     assert (SHARDING_LOG in done.stderr) == fsdp
+    assert (DEEPSPEED_LOG in done.stderr) == deepspeed
     return done

@@ -24,13 +24,15 @@ CORPUS = "the cat sat on the mat. the dog sat on the log.\n" * 40
     ("deepspeed_zero2", DistributedType.DEEPSPEED, 4),
     ("cpu_2proc", DistributedType.MULTI_GPU, 2),
     ("fsdp_cpu_2proc", DistributedType.FSDP, 2),
+    ("deepspeed_cpu_2proc", DistributedType.DEEPSPEED, 2),
 ])
 def test_config_files_parse(name, distributed_type, num_processes):
     config = load_config_from_file(str(CONFIGS / f"{name}.yaml"))
     assert isinstance(config, ClusterConfig)
     assert config.distributed_type == distributed_type and config.num_processes == num_processes
     assert (config.num_machines, config.machine_rank, config.mixed_precision) == (1, 0, "no")
-    assert config.use_cpu == name.endswith("cpu_2proc")
+    # DeepSpeed on CPU processes must not set use_cpu: accelerate would drop DeepSpeed for DDP
+    assert config.use_cpu == (name.endswith("cpu_2proc") and not name.startswith("deepspeed"))
 
 
 def test_fsdp_and_deepspeed_settings():
@@ -40,8 +42,9 @@ def test_fsdp_and_deepspeed_settings():
         assert fsdp["fsdp_auto_wrap_policy"] == "TRANSFORMER_BASED_WRAP"
         assert "fsdp_transformer_layer_cls_to_wrap" not in fsdp  # the model's _no_split_modules decide
         assert fsdp["fsdp_state_dict_type"] == "FULL_STATE_DICT"
-    deepspeed = load_config_from_file(str(CONFIGS / "deepspeed_zero2.yaml")).deepspeed_config
-    assert deepspeed["zero_stage"] == 2 and deepspeed["gradient_accumulation_steps"] == 1
+    for name in ("deepspeed_zero2", "deepspeed_cpu_2proc"):
+        deepspeed = load_config_from_file(str(CONFIGS / f"{name}.yaml")).deepspeed_config
+        assert deepspeed["zero_stage"] == 2 and deepspeed["gradient_accumulation_steps"] == 1
 
 
 @pytest.mark.parametrize("head", [cls for heads in FAMILIES.values() for cls in heads.values()],

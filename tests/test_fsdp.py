@@ -83,11 +83,8 @@ def test_fsdp1_on_cpu_processes_is_refused_by_name(monkeypatch):
         shard_on_cpu(SimpleNamespace())
 
 
-@pytest.mark.parametrize("accelerator, message", [
-    (SimpleNamespace(distributed_type=DistributedType.DEEPSPEED), "does not support DEEPSPEED.*fsdp.yaml"),
-    (SimpleNamespace(distributed_type=DistributedType.FSDP, state=SimpleNamespace(
-        fsdp_plugin=SimpleNamespace(fsdp_version=1))), "FSDP2 only.*fsdp_version: 2"),
-])
-def test_the_engine_refuses_deepspeed_and_fsdp1(accelerator, message):
-    with pytest.raises(NotImplementedError, match=message):
+def test_the_engine_refuses_fsdp1():
+    accelerator = SimpleNamespace(distributed_type=DistributedType.FSDP, state=SimpleNamespace(
+        fsdp_plugin=SimpleNamespace(fsdp_version=1)))
+    with pytest.raises(NotImplementedError, match="FSDP2 only.*fsdp_version: 2"):
         TrainingLoop(None, None, None, accelerator)

@@ -20,7 +20,7 @@ from accelerate import Accelerator
 
 from ..models.config_utils import invalid
 from .bert_data import SpecialIds, collate_examples, mask_tokens, special_tokens_mask, wordpiece_word_starts
-from .engine import EngineArguments, TrainingLoop, make_accelerator, perplexity, process_share
+from .engine import EngineArguments, TrainingLoop, make_accelerator, perplexity, process_share, share_counts
 
 
 @dataclass
@@ -147,6 +147,9 @@ class BertPretrainingLoop(TrainingLoop):
         # DDP averages the processes' gradients: weight each mean loss by this process's share
         loss = out.mlm_loss * (local_masked * world / num_masked) + out.nsp_loss * (local_pairs * world / num_pairs)
         return loss, int(batch["attention_mask"].sum())
+
+    def micro_batch_weights(self, batches: list[dict[str, Any]]) -> list[float]:
+        return share_counts(batches, ("num_masked", "num_pairs"))
 
     def evaluate_metrics(self, model) -> dict[str, float]:
         acc = self.accelerator

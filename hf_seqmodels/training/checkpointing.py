@@ -14,7 +14,13 @@ A model sharded with FSDP2 is checkpointed in the same layout: its whole (gather
 both files and keeps its own shards. ``trainer_state.json`` records which layout ``optimizer.pt``
 has (``sharded``), so a checkpoint resumes only under the same kind of run.
 
-Every ``.pt`` file is read with ``torch.load(..., weights_only=True)``: nothing is unpickled.
+Under DeepSpeed (ZeRO stages 0-2) the weights are whole on every process and go to ``model.safetensors``
+as above; the optimizer state is partitioned, and DeepSpeed writes and reads its partitions itself in a
+``deepspeed/`` folder of the checkpoint (instead of ``optimizer.pt``). ``trainer_state.json`` records the
+layout (``deepspeed``).
+
+Every ``.pt`` file of ours is read with ``torch.load(..., weights_only=True)``: nothing is unpickled.
+DeepSpeed reads its own folder with pickle, so resume a DeepSpeed run only from checkpoints you wrote.
 
 The folder is written as ``tmp-checkpoint-{step}``, every file and the folder are fsynced, then the
 folder is renamed with ``os.replace``. A crash while writing leaves only a ``tmp-`` folder, which
@@ -43,6 +49,7 @@ TEMP_PREFIX = "tmp-checkpoint-"
 _CHECKPOINT_RE = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
 MODEL_FILE, OPTIMIZER_FILE, SCHEDULER_FILE, STATE_FILE = (
     "model.safetensors", "optimizer.pt", "scheduler.pt", "trainer_state.json")
+DEEPSPEED_DIR = "deepspeed"  # DeepSpeed's own checkpoint (its tag) inside ours
 
 
 @dataclass
@@ -54,7 +61,9 @@ class TrainerState:
     window: int = 0
     num_processes: int = 1
     windows_per_epoch: int = 0
+    gradient_accumulation_steps: int = 1  # batches per update
     sharded: bool = False  # FSDP: optimizer.pt holds the whole optimizer state keyed by parameter name
+    deepspeed: bool = False  # DeepSpeed: its optimizer partitions are in deepspeed/, there is no optimizer.pt
     train_loss_sum: float = 0.0
     train_loss_count: int = 0
     pending_losses: list[float] = field(default_factory=list)  # since the last logged record
@@ -167,11 +176,14 @@ def _publish(temp_dir: Path, final_dir: Path) -> None:
 
 def save_checkpoint(output_dir: str | Path, *, accelerator, model: torch.nn.Module, optimizer, scheduler,
                     trainer_state: TrainerState, recurrent_state: RecurrentState | None,
-                    save_total_limit: int | None = None, optimizer_state: dict[str, Any] | None = None) -> Path:
+                    save_total_limit: int | None = None, optimizer_state: dict[str, Any] | None = None,
+                    deepspeed_engine=None) -> Path:
     """Write ``checkpoint-{global_step}`` atomically (all processes must call this); returns its path.
 
     The main process writes ``model``'s weights and ``optimizer_state`` (default: ``optimizer.state_dict()``);
-    for a sharded model, pass an unsharded copy and the gathered state (:func:`gather_full_state`)."""
+    for a sharded model, pass an unsharded copy and the gathered state (:func:`gather_full_state`). Under
+    DeepSpeed pass a plain copy of the model and DeepSpeed's engine: every process writes its optimizer
+    partition with it."""
     output_dir = Path(output_dir)
     final_dir = output_dir / f"{CHECKPOINT_PREFIX}{trainer_state.global_step}"
     temp_dir = output_dir / f"{TEMP_PREFIX}{trainer_state.global_step}"
@@ -184,11 +196,18 @@ def save_checkpoint(output_dir: str | Path, *, accelerator, model: torch.nn.Modu
         rank_state["recurrent_state"] = {"tensors": [t.detach().cpu() for t in recurrent_state.tensors],
                                          "seq_length": recurrent_state.seq_length}
     _torch_save(rank_state, temp_dir / f"rank-{accelerator.process_index}.pt")
+    if deepspeed_engine is not None:
+        deepspeed_engine.save_checkpoint(str(temp_dir), tag=DEEPSPEED_DIR, save_latest=False)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         safetensors.torch.save_model(accelerator.unwrap_model(model), str(temp_dir / MODEL_FILE))
         _fsync(temp_dir / MODEL_FILE)
-        _torch_save(optimizer.state_dict() if optimizer_state is None else optimizer_state, temp_dir / OPTIMIZER_FILE)
+        if deepspeed_engine is not None:
+            for path in sorted((temp_dir / DEEPSPEED_DIR).rglob("*")):
+                _fsync(path)
+        else:
+            _torch_save(optimizer.state_dict() if optimizer_state is None else optimizer_state,
+                        temp_dir / OPTIMIZER_FILE)
         _torch_save(scheduler.state_dict(), temp_dir / SCHEDULER_FILE)
         with open(temp_dir / STATE_FILE, "w", encoding="utf-8") as f:
             f.write(trainer_state.to_json())
@@ -252,16 +271,24 @@ def resolve_checkpoint(resume_from_checkpoint: str | None, output_dir: str | Pat
     return path
 
 
+def _run_kind(sharded: bool, deepspeed: bool) -> str:
+    if deepspeed:
+        return "DeepSpeed (ZeRO)"
+    return "sharded (FSDP)" if sharded else "unsharded (one process or DDP)"
+
+
 def _load_tensors(path: Path) -> Any:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def load_checkpoint(path: str | Path, *, accelerator, model: torch.nn.Module, optimizer, scheduler,
-                    unsharded_model: torch.nn.Module | None = None) -> tuple[TrainerState, RecurrentState | None]:
+                    unsharded_model: torch.nn.Module | None = None,
+                    deepspeed_engine=None) -> tuple[TrainerState, RecurrentState | None]:
     """Load everything :func:`save_checkpoint` wrote into ``model``/``optimizer``/``scheduler`` and the RNGs.
 
     For a sharded ``model`` pass ``unsharded_model``, a plain model of the same class and config: the
     weights are read into it, then every process keeps its shards of them and of the optimizer state.
+    Under DeepSpeed pass its engine: it reads the weights and its optimizer partitions from its folder.
     Returns the trainer state and this process's carried recurrent state (on the model's device).
     """
     path = Path(path)
@@ -270,11 +297,16 @@ def load_checkpoint(path: str | Path, *, accelerator, model: torch.nn.Module, op
         raise ValueError(f"Checkpoint {str(path)!r} was written by {state.num_processes} processes; resume it with "
                          f"the same number (got {accelerator.num_processes}) so each process gets its own streams.")
     sharded = unsharded_model is not None
-    if state.sharded != sharded:
-        kinds = {True: "sharded (FSDP)", False: "unsharded (one process or DDP)"}
-        raise ValueError(f"Checkpoint {str(path)!r} was written by a {kinds[state.sharded]} run and this run is "
-                         f"{kinds[sharded]}: resume it with the same kind of run (its optimizer.pt differs).")
-    if sharded:
+    written, this = _run_kind(state.sharded, state.deepspeed), _run_kind(sharded, deepspeed_engine is not None)
+    if written != this:
+        raise ValueError(f"Checkpoint {str(path)!r} was written by a {written} run and this run is {this}: resume it "
+                         f"with the same kind of run (the optimizer state is saved differently).")
+    if deepspeed_engine is not None:  # its checkpoint has the weights too (model.safetensors is their copy)
+        loaded, _ = deepspeed_engine.load_checkpoint(str(path), tag=DEEPSPEED_DIR, load_module_strict=True,
+                                                     load_optimizer_states=True, load_lr_scheduler_states=False)
+        if loaded is None:
+            raise ValueError(f"Checkpoint {str(path)!r} has no readable DeepSpeed state in {DEEPSPEED_DIR}/.")
+    elif sharded:
         safetensors.torch.load_model(unsharded_model, str(path / MODEL_FILE), strict=True)
         scatter_full_state(model, optimizer, unsharded_model.state_dict(), _load_tensors(path / OPTIMIZER_FILE))
     else:
@@ -292,6 +324,7 @@ def load_checkpoint(path: str | Path, *, accelerator, model: torch.nn.Module, op
 
 __all__ = [
     "CHECKPOINT_PREFIX",
+    "DEEPSPEED_DIR",
     "TEMP_PREFIX",
     "TrainerState",
     "capture_rng_state",

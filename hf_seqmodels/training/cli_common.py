@@ -31,6 +31,9 @@ ENGINE_HELP = {
     "decay_factor": "zaremba: factor applied each later epoch",
     "min_lr_ratio": "cosine: final learning rate / initial",
     "warmup_steps": "linear warm-up updates (noam: the paper's warmup_steps)",
+    "gradient_accumulation_steps": "batches per update: the gradients of N batches are summed, their losses weighted "
+                                   "so that the update sees the mean over all their targets (the effective batch is "
+                                   "N x batch size x processes)",
     "max_grad_norm": "clip the gradient norm to this (none: no clipping)",
     "checkpointing_steps": "also checkpoint every N updates (checkpoints are always written at epoch ends)",
     "save_total_limit": "keep at most this many checkpoints (none: all)",

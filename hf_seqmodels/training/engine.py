@@ -47,7 +47,13 @@ from typing import Any
 import torch
 from accelerate import Accelerator, PartialState
 from accelerate.logging import get_logger
-from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin, LoggerType, set_seed
+from accelerate.utils import (
+    DistributedType,
+    FullyShardedDataParallelPlugin,
+    InitProcessGroupKwargs,
+    LoggerType,
+    set_seed,
+)
 from tqdm.auto import tqdm
 
 from ..models.config_utils import invalid
@@ -123,7 +129,8 @@ class EngineArguments:
     save). ``lr_scheduler`` is one of ``"zaremba"`` (``decay_start_epoch``, ``decay_factor``),
     ``"cosine"`` (``min_lr_ratio``), ``"noam"`` (Vaswani et al. 2017: ``learning_rate`` scales
     ``d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5)``) or ``"constant"``; the others take
-    a linear ``warmup_steps`` ramp. ``resume_from_checkpoint`` is ``"latest"`` (the newest
+    a linear ``warmup_steps`` ramp. An update reads ``gradient_accumulation_steps`` batches (the last one of
+    an epoch reads what is left) and all steps and schedules count updates. ``resume_from_checkpoint`` is ``"latest"`` (the newest
     checkpoint of ``output_dir``, if any) or a checkpoint folder.
     """
 
@@ -142,6 +149,7 @@ class EngineArguments:
     decay_factor: float = 0.5
     min_lr_ratio: float = 0.0
     warmup_steps: int = 0
+    gradient_accumulation_steps: int = 1
     max_grad_norm: float | None = 5.0
     seed: int = 42
     checkpointing_steps: int | None = None
@@ -158,7 +166,7 @@ class EngineArguments:
     torch_compile: bool = False
 
     def __post_init__(self):
-        for name in ("num_train_epochs", "logging_steps", "generation_max_new_tokens"):
+        for name in ("num_train_epochs", "gradient_accumulation_steps", "logging_steps", "generation_max_new_tokens"):
             if getattr(self, name) < 1:
                 raise invalid(name, getattr(self, name), "an integer >= 1")
         for name in ("max_steps", "checkpointing_steps", "save_total_limit"):
@@ -213,14 +221,49 @@ def make_accelerator(args: EngineArguments) -> Accelerator:
 
     ``report_to`` trackers write under ``output_dir/runs`` (TensorBoard: ``tensorboard --logdir
     output_dir/runs``)."""
-    accelerator = Accelerator(cpu=args.use_cpu, mixed_precision=args.mixed_precision,
-                              log_with=args.trackers or None, project_dir=str(Path(args.output_dir) / "runs"))
+    deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+    handlers = []
+    if deepspeed and not torch.cuda.is_available():
+        # accelerate 1.15 connects DeepSpeed's processes only through an accelerator's backend (NCCL...): CPU
+        # processes need gloo named. --use_cpu would make accelerate drop DeepSpeed for plain DDP.
+        handlers.append(InitProcessGroupKwargs(backend="gloo"))
+    elif deepspeed and args.use_cpu:
+        raise invalid("use_cpu", True, "False under a DeepSpeed launch on GPUs (accelerate would train with DDP on "
+                      "the CPU instead of DeepSpeed)")
+    accelerator = Accelerator(cpu=args.use_cpu and not deepspeed, mixed_precision=args.mixed_precision,
+                              log_with=args.trackers or None, project_dir=str(Path(args.output_dir) / "runs"),
+                              kwargs_handlers=handlers)
     if args.mixed_precision == "fp16" and accelerator.device.type == "cpu":  # accelerate would silently run fp32
         raise invalid("mixed_precision", "fp16", "'bf16' or 'no' on a CPU (fp16 autocast needs a GPU)")
     if (accelerator.distributed_type == DistributedType.MULTI_CPU
             and os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"):
         shard_on_cpu(accelerator)
+    if accelerator.distributed_type == DistributedType.DEEPSPEED:
+        configure_deepspeed(accelerator.state.deepspeed_plugin.deepspeed_config, args, accelerator.num_processes)
     return accelerator
+
+
+def configure_deepspeed(config: dict[str, Any], args: EngineArguments, num_processes: int) -> None:
+    """Make the DeepSpeed configuration of the launch agree with the run's flags (in place).
+
+    The engine builds its own optimizer and schedule and feeds DeepSpeed batches it made itself, so
+    DeepSpeed learns the batch sizes from here: ``per_device_train_batch_size`` (1 for token-count batches;
+    DeepSpeed only checks and reports it), ``gradient_accumulation_steps`` (the engine marks the last batch
+    of each update) and the clipping norm ``max_grad_norm`` (DeepSpeed clips; a different
+    ``gradient_clipping`` in the configuration file is overridden with a warning). ZeRO stages 0-2 keep
+    whole parameters on every process, which evaluation and saving use; stage 3 is refused."""
+    stage = config.get("zero_optimization", {}).get("stage", 0)
+    if stage not in (0, 1, 2):
+        raise invalid("zero_stage", stage, "0, 1 or 2 (ZeRO-3 partitions the parameters, which the engine's "
+                      "evaluation and saving do not gather; training/configs/fsdp.yaml shards them)")
+    clipping = 0.0 if args.max_grad_norm is None else float(args.max_grad_norm)
+    if config.get("gradient_clipping", "auto") not in ("auto", clipping):
+        logger.warning(f"The DeepSpeed configuration's gradient_clipping={config['gradient_clipping']} is replaced "
+                       f"by --max_grad_norm={args.max_grad_norm}.")
+    micro_batch = getattr(args, "per_device_train_batch_size", None) or 1
+    config.update(gradient_clipping=clipping, gradient_accumulation_steps=args.gradient_accumulation_steps,
+                  train_micro_batch_size_per_gpu=micro_batch,
+                  train_batch_size=micro_batch * args.gradient_accumulation_steps * num_processes)
 
 
 def shard_on_cpu(accelerator: Accelerator) -> None:
@@ -238,6 +281,17 @@ def shard_on_cpu(accelerator: Accelerator) -> None:
         plugin.set_mixed_precision(accelerator.mixed_precision)
     accelerator.state.distributed_type = DistributedType.FSDP
     accelerator.state.fsdp_plugin = plugin
+
+
+def share_counts(batches: list[dict[str, Any]], keys: tuple[str, ...]) -> list[float]:
+    """For :meth:`TrainingLoop.micro_batch_weights` of tasks whose batches carry the number of targets their
+    loss is normalised by (over all processes) under ``keys``: every batch gets the update's total of each
+    count, so the summed losses are the mean over all the update's targets; the weights are then 1."""
+    for key in keys:
+        total = sum(batch[key] for batch in batches)
+        for batch in batches:
+            batch[key] = total
+    return [1.0] * len(batches)
 
 
 def process_share(accelerator: Accelerator | None) -> tuple[int, int]:
@@ -312,11 +366,7 @@ class TrainingLoop:
     plot_title = "Training"
 
     def __init__(self, model, tokenizer, args: EngineArguments, accelerator: Accelerator):
-        if accelerator.distributed_type == DistributedType.DEEPSPEED:
-            raise NotImplementedError(
-                "The training engine does not support DEEPSPEED yet: its checkpoints and final save gather the "
-                "model through torch's state-dict API, which does not know DeepSpeed's ZeRO partitions. Launch with "
-                "training/configs/fsdp.yaml (sharded) or multi_gpu_ddp.yaml.")
+        self.deepspeed = accelerator.distributed_type == DistributedType.DEEPSPEED
         self.sharded = accelerator.distributed_type == DistributedType.FSDP
         if self.sharded and accelerator.state.fsdp_plugin.fsdp_version != 2:
             raise NotImplementedError(
@@ -332,7 +382,8 @@ class TrainingLoop:
             enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
             enable()
         self.batches = self.build_batches(model)
-        total = args.num_train_epochs * len(self.batches)
+        self.updates_per_epoch = math.ceil(len(self.batches) / args.gradient_accumulation_steps)
+        total = args.num_train_epochs * self.updates_per_epoch
         self.total_steps = min(total, args.max_steps) if args.max_steps else total
         optimizer = build_optimizer(model, args)
         self.model, self.optimizer = accelerator.prepare(model, optimizer)
@@ -340,12 +391,13 @@ class TrainingLoop:
             self.model = torch.compile(self.model)
             logger.info("The model is compiled with torch.compile (inductor); the first updates include compiling.")
         self.scheduler = build_scheduler(
-            self.optimizer, args.lr_scheduler, total_steps=self.total_steps, steps_per_epoch=len(self.batches),
+            self.optimizer, args.lr_scheduler, total_steps=self.total_steps, steps_per_epoch=self.updates_per_epoch,
             warmup_steps=args.warmup_steps, decay_start_epoch=args.decay_start_epoch,
             decay_factor=args.decay_factor, min_lr_ratio=args.min_lr_ratio, d_model=model_width(model),
         )
         self.state = TrainerState(num_processes=accelerator.num_processes, windows_per_epoch=len(self.batches),
-                                  sharded=self.sharded)
+                                  gradient_accumulation_steps=args.gradient_accumulation_steps, sharded=self.sharded,
+                                  deepspeed=self.deepspeed)
         self.carried = None  # what a task carries from one batch to the next (the TBPTT state)
         self.eval_dataset: str | None = None  # the held-out data's name on the model card
         self.tokens_seen = 0
@@ -378,15 +430,21 @@ class TrainingLoop:
         """The trained model, unsharded: a plain copy on the main process's CPU (None on the others; every
         process must call this); the model itself when it is not sharded."""
         model = self.accelerator.unwrap_model(self.model)
-        if not self.sharded:
+        if not self.sharded and not self.deepspeed:
             return model
-        weights, _ = gather_full_state(model)
+        weights = self.deepspeed_weights() if self.deepspeed else gather_full_state(model)[0]
         if not self.accelerator.is_main_process:
             return None
         copy = self.unsharded_model(weights)
         if model.can_generate():
             copy.generation_config = model.generation_config
         return copy.train(model.training)
+
+    def deepspeed_weights(self) -> dict[str, torch.Tensor]:
+        """The weights of the model DeepSpeed trains, copied out: ZeRO keeps every parameter as a view into
+        one flat buffer, which safetensors and ``save_pretrained`` take for weights shared between names."""
+        return {name: tensor.detach().clone() for name, tensor in
+                self.accelerator.unwrap_model(self.model).state_dict().items()}
 
     # ---- the task hooks
     def build_batches(self, model):
@@ -401,6 +459,14 @@ class TrainingLoop:
         """Validation metrics of the unwrapped ``model``, ``eval_loss`` among them."""
         raise NotImplementedError
 
+    def micro_batch_weights(self, batches: list) -> list[float]:
+        """The factors of the losses of the batches of one update (:attr:`gradient_accumulation_steps` of them,
+        fewer at the end of an epoch), such that the weighted sum is the mean over all their targets. The
+        default suits losses that are means over equally many targets: ``1 / len(batches)`` each. Tasks whose
+        batches count their targets (over all processes) override this, and may make every batch's count the
+        update's total instead (the weights are then 1)."""
+        return [1.0 / len(batches)] * len(batches)
+
     def card_arguments(self) -> dict[str, Any]:
         """The task's hyper-parameters for the model card, on top of :func:`engine_card_arguments`."""
         return {}
@@ -410,18 +476,29 @@ class TrainingLoop:
         return None
 
     # ---- one update
-    def train_step(self, batch) -> float:
-        """One update on ``batch``; returns the loss averaged over processes."""
-        loss, num_tokens = self.compute_loss(batch)
-        self.accelerator.backward(loss)
+    def train_step(self, batches: list) -> float:
+        """One update on ``batches`` (their gradients summed, their losses weighted by
+        :meth:`micro_batch_weights`); returns the update's loss averaged over processes."""
+        total = 0.0
+        for i, (batch, weight) in enumerate(zip(batches, self.micro_batch_weights(batches), strict=True)):
+            last = i == len(batches) - 1
+            # DDP: all-reduce the gradients once, after the last batch of the update
+            # accelerate tells DeepSpeed the update's last batch (and DeepSpeed steps there) by sync_gradients
+            self.accelerator.gradient_state._set_sync_gradients(last)
+            with contextlib.nullcontext() if last else self.accelerator.no_sync(self.model):
+                loss, num_tokens = self.compute_loss(batch)
+                loss = loss * weight
+                # the weights already divide by the batches of the update: DeepSpeed must not divide again
+                self.accelerator.backward(loss, **({"scale_wrt_gas": False} if self.deepspeed else {}))
+            total = total + loss.detach()
+            self.tokens_seen += num_tokens * self.accelerator.num_processes
         if self.args.max_grad_norm is not None:
             self.accelerator.clip_grad_norm_(self.model.parameters(), self.args.max_grad_norm)
         self.optimizer.step()
         self.last_lr = self.scheduler.get_last_lr()[0]  # the rate this update used
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        self.tokens_seen += num_tokens * self.accelerator.num_processes
-        return self.accelerator.reduce(loss.detach(), reduction="mean").item()
+        return self.accelerator.reduce(total, reduction="mean").item()
 
     def _epoch_progress(self) -> float:
         return round(self.state.epoch + self.state.window / len(self.batches), 4)
@@ -464,10 +541,12 @@ class TrainingLoop:
             weights, optimizer_state = gather_full_state(self.accelerator.unwrap_model(self.model), self.optimizer)
             if self.accelerator.is_main_process:
                 model = self.unsharded_model(weights)
+        elif self.deepspeed and self.accelerator.is_main_process:
+            model = self.unsharded_model(self.deepspeed_weights())
         path = save_checkpoint(self.args.output_dir, accelerator=self.accelerator, model=model,
                                optimizer=self.optimizer, scheduler=self.scheduler, trainer_state=self.state,
                                recurrent_state=self.carried, save_total_limit=self.args.save_total_limit,
-                               optimizer_state=optimizer_state)
+                               optimizer_state=optimizer_state, deepspeed_engine=self.model if self.deepspeed else None)
         self.last_checkpoint_step, self.last_checkpoint = self.state.global_step, path
         logger.info(f"Saved checkpoint {path}")
         return path
@@ -489,10 +568,15 @@ class TrainingLoop:
         model = self.accelerator.unwrap_model(self.model) if self.sharded else self.model
         self.state, self.carried = load_checkpoint(
             path, accelerator=self.accelerator, model=model, optimizer=self.optimizer, scheduler=self.scheduler,
-            unsharded_model=self.unsharded_model() if self.sharded else None)
+            unsharded_model=self.unsharded_model() if self.sharded else None,
+            deepspeed_engine=self.model if self.deepspeed else None)
         if self.state.windows_per_epoch != len(self.batches):
             raise ValueError(f"Checkpoint {str(path)!r} was trained with {self.state.windows_per_epoch} batches per "
                              f"epoch, this run has {len(self.batches)}: resume with the same data and batch sizes.")
+        if self.state.gradient_accumulation_steps != self.args.gradient_accumulation_steps:
+            raise ValueError(f"Checkpoint {str(path)!r} was trained with gradient_accumulation_steps="
+                             f"{self.state.gradient_accumulation_steps}, this run has "
+                             f"{self.args.gradient_accumulation_steps}: resume with the same value.")
         self.last_checkpoint_step, self.last_checkpoint = self.state.global_step, path
         logger.info(f"Resumed from {path}: step {self.state.global_step}, epoch {self.state.epoch}, "
                     f"batch {self.state.window}/{len(self.batches)}")
@@ -528,12 +612,14 @@ class TrainingLoop:
     def train_epoch(self, progress, started: float) -> bool:
         """Train from the current position to the end of the epoch; returns True if the run must stop early."""
         self.model.train()
-        for index in range(self.state.window, len(self.batches)):
+        step = self.args.gradient_accumulation_steps
+        for start in range(self.state.window, len(self.batches), step):
             if self.stop_signal():
                 return True
-            loss = self.train_step(self.batches.batch(index, self.state.epoch))
+            indices = range(start, min(start + step, len(self.batches)))
+            loss = self.train_step([self.batches.batch(index, self.state.epoch) for index in indices])
             self.state.global_step += 1
-            self.state.window = index + 1
+            self.state.window = indices[-1] + 1
             self._record_loss(loss)
             progress.update(1)
             progress.set_postfix(loss=f"{loss:.3f}", epoch=self.state.epoch)
@@ -648,8 +734,11 @@ class TrainingLoop:
         self.eval_dataset = eval_dataset
         Path(self.args.output_dir).mkdir(parents=True, exist_ok=True)
         sharding = " (FSDP2: parameters, gradients and optimizer state sharded)" if self.sharded else ""
+        if self.deepspeed:
+            stage = self.accelerator.state.deepspeed_plugin.zero_stage
+            sharding = f" (DeepSpeed ZeRO stage {stage})"
         logger.info(f"Training {self.model_class.__name__} on {self.accelerator.num_processes} process(es){sharding}: "
-                    f"{len(self.batches)} batches/epoch, "
+                    f"{len(self.batches)} batches/epoch, {self.args.gradient_accumulation_steps} per update, "
                     f"{self.total_steps} updates; {asdict(self.args)}")
         results = self.run()
         self.final_results, self.training_data = results, training_data
@@ -671,5 +760,6 @@ __all__ = [
     "make_accelerator",
     "perplexity",
     "process_share",
+    "share_counts",
     "write_run_model_card",
 ]

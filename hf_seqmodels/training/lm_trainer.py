@@ -163,6 +163,11 @@ class LMTrainingLoop(TrainingLoop):
         self.carried = state.detach() if self.batches.carries_state and state is not None else None
         return out.loss, window.labels.numel()
 
+    def micro_batch_weights(self, windows: list[Window]) -> list[float]:
+        """Each window's loss is a mean over its labels (as many on every process): weighted by their number."""
+        sizes = [window.labels.numel() for window in windows]
+        return [size / sum(sizes) for size in sizes]
+
     def evaluate_metrics(self, model) -> dict[str, float]:
         return evaluate_causal_lm(model, self.eval_ids, batch_size=self.args.eval_batch_size, bptt=self.args.bptt,
                                   accelerator=self.eval_accelerator)

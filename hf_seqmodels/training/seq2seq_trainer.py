@@ -30,7 +30,7 @@ from accelerate.utils import gather_object
 
 from ..hub import SOURCE_TOKENIZER_FOLDER
 from ..models.config_utils import invalid
-from .engine import EngineArguments, TrainingLoop, make_accelerator, perplexity, process_share
+from .engine import EngineArguments, TrainingLoop, make_accelerator, perplexity, process_share, share_counts
 from .seq2seq_data import EncodedPairs, LengthBatches, collate_pairs
 
 
@@ -190,6 +190,9 @@ class Seq2SeqTrainingLoop(TrainingLoop):
         local_tokens = int((batch["labels"] != -100).sum())
         loss = self.model(**batch).loss  # mean over this process's target tokens
         return loss * ddp_token_weight(local_tokens, global_tokens, self.accelerator.num_processes), local_tokens
+
+    def micro_batch_weights(self, batches: list[dict[str, Any]]) -> list[float]:
+        return share_counts(batches, ("num_items_in_batch",))
 
     def evaluate_metrics(self, model, with_bleu: bool | None = None) -> dict[str, float]:
         acc, args = self.accelerator, self.args

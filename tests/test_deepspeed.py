@@ -1,0 +1,114 @@
+"""DeepSpeed ZeRO-2 through the engine on 2 CPU processes (gloo): the same updates as one plain process,
+exact resume from its checkpoints, and clear refusals. Skipped where DeepSpeed is not installed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import safetensors.torch
+import torch
+from distributed_utils import launch_two_cpu_processes
+from test_training_bert import text_corpus
+
+from hf_seqmodels.tokenization import train_tokenizer
+from hf_seqmodels.training import checkpointing
+from hf_seqmodels.training.bert_cli import main as bert_main
+from hf_seqmodels.training.engine import EngineArguments, configure_deepspeed
+
+pytest.importorskip("deepspeed")
+
+CORPUS = "the cat sat on the mat. the dog sat on the log.\n" * 40
+
+
+def weights(folder: Path) -> dict[str, torch.Tensor]:
+    return safetensors.torch.load_file(str(folder / "model.safetensors"))
+
+
+def curve(folder: Path) -> list[float]:
+    history = json.loads((folder / "training_history.json").read_text())
+    return [record["train_loss"] for record in history if "train_loss" in record]
+
+
+@pytest.mark.slow
+def test_two_deepspeed_processes_with_accumulation_match_one_plain_process(tmp_path):
+    """BERT pretraining, 2 ZeRO-2 processes with 2 sentence pairs each and 2 batches per update, against 1
+    process with 4 pairs and 2 batches per update: the same global batches, masks and normalisation, so the
+    same losses and weights (no dropout)."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(text_corpus(40, seed=7))
+    # one tokenizer for both runs: training a WordPiece vocabulary twice can order its tokens differently
+    train_tokenizer([str(corpus)], kind="wordpiece", vocab_size=80, min_frequency=1,
+                    add_bert_special_tokens=True).save_pretrained(tmp_path / "tok")
+    common = ["--train_file", str(corpus), "--tokenizer_name_or_path", str(tmp_path / "tok"), "--preset", "tiny",
+              "--max_seq_length", "32", "--config_overrides",
+              "max_position_embeddings=32,hidden_dropout_prob=0.0,attention_probs_dropout_prob=0.0",
+              "--validation_split_percentage", "20", "--max_steps", "4", "--gradient_accumulation_steps", "2",
+              "--logging_steps", "1", "--optimizer", "adamw", "--learning_rate", "1e-3", "--max_grad_norm", "1.0",
+              "--disable_tqdm", "--no-plot"]
+    launch_two_cpu_processes("pretrain_bert.py", [*common, "--output_dir", str(tmp_path / "two"),
+                                                  "--per_device_train_batch_size", "2"], deepspeed=True)
+    one = bert_main([*common, "--output_dir", str(tmp_path / "one"), "--per_device_train_batch_size", "4",
+                     "--use_cpu"])
+    assert one["steps"] == 4
+    a, b = weights(tmp_path / "two"), weights(tmp_path / "one")
+    assert a.keys() == b.keys()
+    for name in (n for n in b if not n.endswith("k_proj.bias")):  # see test_training_bert: its gradient is 0
+        torch.testing.assert_close(a[name], b[name], atol=1e-5, rtol=1e-4)
+    assert len(curve(tmp_path / "one")) == 4 and curve(tmp_path / "one")[-1] < curve(tmp_path / "one")[0]
+    torch.testing.assert_close(torch.tensor(curve(tmp_path / "two")), torch.tensor(curve(tmp_path / "one")),
+                               atol=1e-5, rtol=1e-5)
+    state = json.loads((tmp_path / "two" / "checkpoint-4" / "trainer_state.json").read_text())
+    assert state["deepspeed"] is True and not (tmp_path / "two" / "checkpoint-4" / "optimizer.pt").exists()
+    partitions = sorted(p.name for p in (tmp_path / "two" / "checkpoint-4" / "deepspeed").glob("*optim_states.pt"))
+    assert len(partitions) == 2  # one optimizer partition per process
+
+
+@pytest.mark.slow
+def test_a_deepspeed_run_resumed_from_its_checkpoint_ends_with_the_uninterrupted_weights(tmp_path):
+    """A Transformer LM with dropout (the RNG states matter) and AdamW, 6 updates on 2 ZeRO-2 processes; a
+    second run starts from a copy of the first one's checkpoint-3 and must end with the same weights."""
+    train_file = tmp_path / "corpus.txt"
+    train_file.write_text(CORPUS, encoding="utf-8")
+    common = ["--train_file", str(train_file), "--tokenizer_kind", "char", "--min_frequency", "1",
+              "--model_family", "transformer_lm", "--preset", "tiny", "--per_device_train_batch_size", "2",
+              "--bptt", "16", "--max_steps", "6", "--checkpointing_steps", "3", "--save_total_limit", "3",
+              "--optimizer", "adamw", "--learning_rate", "1e-3", "--no-plot", "--disable_tqdm"]
+    full, crashed = tmp_path / "full", tmp_path / "crashed"
+    launch_two_cpu_processes("train_lm.py", [*common, "--output_dir", str(full)], deepspeed=True)
+    crashed.mkdir()
+    shutil.copytree(full / "checkpoint-3", crashed / "checkpoint-3")
+    for name in ("tokenizer.json", "tokenizer_config.json"):  # what the first run had written when it was killed
+        shutil.copy(full / name, crashed)
+    done = launch_two_cpu_processes("train_lm.py", [*common, "--output_dir", str(crashed),
+                                                    "--resume_from_checkpoint", "latest"], deepspeed=True)
+    assert "Resumed from" in done.stderr and "step 3" in done.stderr
+    expected, got = weights(full), weights(crashed)
+    assert expected.keys() == got.keys()
+    for name in expected:
+        assert torch.equal(expected[name], got[name]), name
+    three = weights(full / "checkpoint-3")
+    assert any(not torch.equal(three[name], expected[name]) for name in three.keys() & expected.keys())  # 4-6 did update
+
+
+def test_a_deepspeed_checkpoint_resumes_only_under_deepspeed(tmp_path):
+    folder = tmp_path / "checkpoint-1"
+    folder.mkdir()
+    state = checkpointing.TrainerState(global_step=1, num_processes=1, deepspeed=True)
+    (folder / checkpointing.STATE_FILE).write_text(state.to_json())
+    accelerator = type("Accelerator", (), {"num_processes": 1})()
+    with pytest.raises(ValueError, match=r"written by a DeepSpeed \(ZeRO\) run and this run is unsharded"):
+        checkpointing.load_checkpoint(folder, accelerator=accelerator, model=None, optimizer=None, scheduler=None)
+
+
+def test_the_deepspeed_configuration_follows_the_run_and_zero3_is_refused(tmp_path):
+    args = EngineArguments(output_dir=str(tmp_path), gradient_accumulation_steps=3, max_grad_norm=1.0)
+    args.per_device_train_batch_size = 4
+    config = {"zero_optimization": {"stage": 2}, "gradient_clipping": 5.0}
+    configure_deepspeed(config, args, num_processes=2)
+    assert config["gradient_clipping"] == 1.0 and config["gradient_accumulation_steps"] == 3
+    assert config["train_micro_batch_size_per_gpu"] == 4 and config["train_batch_size"] == 24
+    with pytest.raises(ValueError, match=r"`zero_stage`=3.*0, 1 or 2"):
+        configure_deepspeed({"zero_optimization": {"stage": 3}}, args, num_processes=2)

@@ -1,0 +1,163 @@
+"""Gradient accumulation in the training engine: an update over several batches equals one update over
+their union, for losses normalised by a count the batches carry (the trap of HF_FACTS §6: unequal batches)
+and for losses that are means over equally many targets; an epoch's last update takes what is left."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from accelerate import Accelerator
+from test_training_bert import text_corpus
+
+from hf_seqmodels.training.bert_cli import main as bert_main
+from hf_seqmodels.training.checkpointing import TrainerState
+from hf_seqmodels.training.data import Window
+from hf_seqmodels.training.engine import EngineArguments, TrainingLoop, share_counts
+from hf_seqmodels.training.lm_trainer import LMTrainingLoop
+
+
+class RowBatches:
+    """Fixed batches of a regression problem; ``sizes`` rows each."""
+
+    carries_state = False
+
+    def __init__(self, sizes: list[int], seed: int = 0):
+        generator = torch.Generator().manual_seed(seed)
+        self.rows = [(torch.randn(n, 3, generator=generator), torch.randn(n, 1, generator=generator)) for n in sizes]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def batch(self, index: int, epoch: int = 0) -> dict:
+        x, y = self.rows[index]
+        return {"x": x, "y": y, "num_rows": len(x)}
+
+
+class SumOverCount(TrainingLoop):
+    """Squared error summed over the rows and divided by the count the batch carries."""
+
+    def __init__(self, *args, batches, **kwargs):
+        self._batches = batches
+        super().__init__(*args, **kwargs)
+
+    def build_batches(self, model):
+        return self._batches
+
+    def compute_loss(self, batch):
+        error = (self.model(batch["x"]) - batch["y"]).pow(2).sum()
+        return error / batch["num_rows"], len(batch["x"])
+
+    def evaluate_metrics(self, model):
+        return {"eval_loss": 0.0}
+
+    def micro_batch_weights(self, batches):
+        return share_counts(batches, ("num_rows",))
+
+
+class MeanLoss(SumOverCount):
+    """The mean over the batch's rows, with the engine's default weights."""
+
+    def compute_loss(self, batch):
+        return (self.model(batch["x"]) - batch["y"]).pow(2).mean(), len(batch["x"])
+
+    micro_batch_weights = TrainingLoop.micro_batch_weights
+
+
+def loop(cls, model, batches, tmp_path, accumulation: int = 1, **kwargs):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    args = EngineArguments(output_dir=str(tmp_path), optimizer="adamw", learning_rate=0.1,
+                           gradient_accumulation_steps=accumulation, max_grad_norm=None, plot=False,
+                           disable_tqdm=True, use_cpu=True, **kwargs)
+    return cls(model, None, args, Accelerator(cpu=True), batches=batches)
+
+
+def union(batches: RowBatches, indices: list[int]) -> RowBatches:
+    merged = copy.copy(batches)
+    merged.rows = [(torch.cat([batches.rows[i][0] for i in indices]), torch.cat([batches.rows[i][1] for i in indices]))]
+    return merged
+
+
+@pytest.mark.parametrize("cls, sizes", [(SumOverCount, [3, 5]), (MeanLoss, [4, 4])])
+def test_an_accumulated_update_equals_one_update_over_the_union(cls, sizes, tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    batches = RowBatches(sizes)
+    accumulated = loop(cls, copy.deepcopy(model), batches, tmp_path / "a", accumulation=len(sizes))
+    whole = loop(cls, copy.deepcopy(model), union(batches, list(range(len(sizes)))), tmp_path / "b")
+    loss_a = accumulated.train_step([batches.batch(i) for i in range(len(sizes))])
+    loss_b = whole.train_step([whole.batches.batch(0)])
+    assert loss_a == pytest.approx(loss_b, rel=1e-6)
+    for a, b in zip(accumulated.model.parameters(), whole.model.parameters(), strict=True):
+        torch.testing.assert_close(a, b)
+    assert not torch.equal(next(accumulated.model.parameters()), next(model.parameters()))  # it did update
+
+
+def test_unequal_batches_weighted_equally_would_differ(tmp_path):
+    """The check above can fail: averaging the two batch means (3 and 5 rows) is not the mean over 8 rows."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    batches = RowBatches([3, 5])
+    naive = loop(MeanLoss, copy.deepcopy(model), batches, tmp_path / "a", accumulation=2)
+    whole = loop(MeanLoss, copy.deepcopy(model), union(batches, [0, 1]), tmp_path / "b")
+    assert naive.train_step([batches.batch(0), batches.batch(1)]) != pytest.approx(
+        whole.train_step([whole.batches.batch(0)]), rel=1e-3)
+
+
+def test_an_epoch_of_five_batches_makes_three_updates_of_two_two_and_one(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    batches = RowBatches([2, 3, 4, 5, 6])
+    run = loop(SumOverCount, copy.deepcopy(model), batches, tmp_path / "a", accumulation=2, num_train_epochs=2)
+    seen = []
+    original = run.train_step
+    run.train_step = lambda group: seen.append([b["num_rows"] for b in group]) or original(group)
+    results = run.run()
+    assert run.total_steps == results["steps"] == 6
+    assert seen == [[2, 3], [4, 5], [6]] * 2  # each update's batches, by their numbers of rows
+    reference = loop(SumOverCount, copy.deepcopy(model), batches, tmp_path / "b", num_train_epochs=2)
+    for group in ([0, 1], [2, 3], [4], [0, 1], [2, 3], [4]):
+        reference.train_step([union(batches, group).batch(0)])
+    for a, b in zip(run.model.parameters(), reference.model.parameters(), strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_lm_windows_are_weighted_by_their_number_of_labels():
+    windows = [Window(torch.zeros(2, 8, dtype=torch.long), torch.zeros(2, 8, dtype=torch.long)),
+               Window(torch.zeros(2, 4, dtype=torch.long), torch.zeros(2, 4, dtype=torch.long))]
+    weights = LMTrainingLoop.micro_batch_weights(None, windows)
+    assert weights == pytest.approx([2 / 3, 1 / 3])
+
+
+def test_resuming_with_another_accumulation_is_refused(tmp_path):
+    torch.manual_seed(0)
+    batches = RowBatches([2, 3, 4, 5])
+    run = loop(SumOverCount, torch.nn.Linear(3, 1), batches, tmp_path, accumulation=2)
+    run.run()
+    state = TrainerState.from_json((tmp_path / "checkpoint-2" / "trainer_state.json").read_text())
+    assert state.gradient_accumulation_steps == 2
+    again = loop(SumOverCount, torch.nn.Linear(3, 1), batches, tmp_path, accumulation=1,
+                 resume_from_checkpoint="latest")
+    with pytest.raises(ValueError, match="gradient_accumulation_steps=2, this run has 1"):
+        again.maybe_resume()
+
+
+def test_gradient_accumulation_steps_below_one_is_refused_by_name(tmp_path):
+    with pytest.raises(ValueError, match="gradient_accumulation_steps"):
+        EngineArguments(output_dir=str(tmp_path), gradient_accumulation_steps=0)
+
+
+def test_bert_pretraining_counts_updates_not_batches(tmp_path):
+    """Through the CLI: an epoch of N batches with 3 per update is ceil(N / 3) updates."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(text_corpus(40, seed=7))
+    results = bert_main(["--train_file", str(corpus), "--vocab_size", "80", "--min_frequency", "1",
+                         "--preset", "tiny", "--max_seq_length", "32", "--config_overrides", "max_position_embeddings=32",
+                         "--per_device_train_batch_size", "2", "--gradient_accumulation_steps", "3",
+                         "--num_train_epochs", "2", "--logging_steps", "1", "--no-plot", "--disable_tqdm",
+                         "--use_cpu", "--output_dir", str(tmp_path / "out")])
+    state = TrainerState.from_json((tmp_path / "out" / "checkpoint-{}".format(results["steps"])
+                                    / "trainer_state.json").read_text())
+    per_epoch = -(-state.windows_per_epoch // 3)
+    assert state.windows_per_epoch > 3 and results["steps"] == 2 * per_epoch

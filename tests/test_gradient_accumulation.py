@@ -1,21 +1,36 @@
 """Gradient accumulation in the training engine: an update over several batches equals one update over
 their union, for losses normalised by a count the batches carry (the trap of HF_FACTS §6: unequal batches)
-and for losses that are means over equally many targets; an epoch's last update takes what is left."""
+and for losses that are means over equally many targets; an epoch's last update takes what is left; and
+2 processes accumulating (DDP, FSDP2, DeepSpeed ZeRO-2) make the updates of 1 process accumulating."""
 
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 
 import pytest
+import safetensors.torch
 import torch
 from accelerate import Accelerator
+from distributed_utils import launch_two_cpu_processes
 from test_training_bert import text_corpus
 
+from hf_seqmodels.tokenization import train_tokenizer
 from hf_seqmodels.training.bert_cli import main as bert_main
 from hf_seqmodels.training.checkpointing import TrainerState
 from hf_seqmodels.training.data import Window
 from hf_seqmodels.training.engine import EngineArguments, TrainingLoop, share_counts
 from hf_seqmodels.training.lm_trainer import LMTrainingLoop
+
+
+def weights(folder: Path) -> dict[str, torch.Tensor]:
+    return safetensors.torch.load_file(str(folder / "model.safetensors"))
+
+
+def curve(folder: Path) -> list[float]:
+    history = json.loads((folder / "training_history.json").read_text())
+    return [record["train_loss"] for record in history if "train_loss" in record]
 
 
 class RowBatches:
@@ -161,3 +176,42 @@ def test_bert_pretraining_counts_updates_not_batches(tmp_path):
                                     / "trainer_state.json").read_text())
     per_epoch = -(-state.windows_per_epoch // 3)
     assert state.windows_per_epoch > 3 and results["steps"] == 2 * per_epoch
+
+
+@pytest.mark.parametrize("kind", ["ddp", "fsdp", "deepspeed"])
+@pytest.mark.slow
+def test_two_processes_accumulating_match_one_process_accumulating(kind, tmp_path):
+    """BERT pretraining, 2 processes (DDP, FSDP2 or DeepSpeed ZeRO-2) with 2 sentence pairs each and 2
+    batches per update, against 1 process with 4 pairs and 2 batches per update: the same global batches,
+    masks and normalisation, so the same losses and weights (no dropout)."""
+    if kind == "deepspeed":
+        pytest.importorskip("deepspeed")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(text_corpus(40, seed=7))
+    # one tokenizer for both runs: training a WordPiece vocabulary twice can order its tokens differently
+    train_tokenizer([str(corpus)], kind="wordpiece", vocab_size=80, min_frequency=1,
+                    add_bert_special_tokens=True).save_pretrained(tmp_path / "tok")
+    common = ["--train_file", str(corpus), "--tokenizer_name_or_path", str(tmp_path / "tok"), "--preset", "tiny",
+              "--max_seq_length", "32", "--config_overrides",
+              "max_position_embeddings=32,hidden_dropout_prob=0.0,attention_probs_dropout_prob=0.0",
+              "--validation_split_percentage", "20", "--max_steps", "4", "--gradient_accumulation_steps", "2",
+              "--logging_steps", "1", "--optimizer", "adamw", "--learning_rate", "1e-3", "--max_grad_norm", "1.0",
+              "--disable_tqdm", "--no-plot"]
+    launch_two_cpu_processes("pretrain_bert.py", [*common, "--output_dir", str(tmp_path / "two"),
+                                                  "--per_device_train_batch_size", "2"],
+                             fsdp=kind == "fsdp", deepspeed=kind == "deepspeed")
+    one = bert_main([*common, "--output_dir", str(tmp_path / "one"), "--per_device_train_batch_size", "4",
+                     "--use_cpu"])
+    assert one["steps"] == 4
+    a, b = weights(tmp_path / "two"), weights(tmp_path / "one")
+    assert a.keys() == b.keys()
+    for name in (n for n in b if not n.endswith("k_proj.bias")):  # see test_training_bert: its gradient is 0
+        torch.testing.assert_close(a[name], b[name], atol=1e-5, rtol=1e-4)
+    assert len(curve(tmp_path / "one")) == 4 and curve(tmp_path / "one")[-1] < curve(tmp_path / "one")[0]
+    torch.testing.assert_close(torch.tensor(curve(tmp_path / "two")), torch.tensor(curve(tmp_path / "one")),
+                               atol=1e-5, rtol=1e-5)
+    if kind == "deepspeed":
+        checkpoint = tmp_path / "two" / "checkpoint-4"
+        assert json.loads((checkpoint / "trainer_state.json").read_text())["deepspeed"] is True
+        assert not (checkpoint / "optimizer.pt").exists()
+        assert len(list((checkpoint / "deepspeed").glob("*optim_states.pt"))) == 2  # one partition per process

@@ -187,11 +187,13 @@ def test_pretrain_bert_command_trains_a_tokenizer_and_writes_a_loadable_model(tm
                    "--output_dir", str(tmp_path / "bad"), "--disable_tqdm"])
 
 
-@pytest.mark.parametrize("sharding", ["ddp", "fsdp"])
+@pytest.mark.parametrize("sharding", ["ddp", "fsdp", "deepspeed"])
 @pytest.mark.slow
 def test_two_cpu_processes_match_one_process(sharding, tokenizer, tmp_path):
     """2 gloo processes with 4 sentence pairs each make the same updates as 1 process with 8 (no dropout):
     the masks are drawn per global batch and the losses are normalised over the whole global batch."""
+    if sharding == "deepspeed":
+        pytest.importorskip("deepspeed")
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(text_corpus(40, seed=7))
     tokenizer.save_pretrained(tmp_path / "tok")
@@ -202,7 +204,7 @@ def test_two_cpu_processes_match_one_process(sharding, tokenizer, tmp_path):
               "--optimizer", "adamw", "--learning_rate", "1e-3", "--disable_tqdm", "--no-plot"]
     launch_two_cpu_processes("pretrain_bert.py", [*common, "--output_dir", str(tmp_path / "two"),
                                                   "--per_device_train_batch_size", "4"],
-                             fsdp=sharding == "fsdp")
+                             fsdp=sharding == "fsdp", deepspeed=sharding == "deepspeed")
     one = bert_main([*common, "--output_dir", str(tmp_path / "one"), "--per_device_train_batch_size", "8",
                      "--use_cpu"])
     assert one["steps"] == 4
@@ -216,3 +218,24 @@ def test_two_cpu_processes_match_one_process(sharding, tokenizer, tmp_path):
                          if "train_loss" in r]
     assert len(curve("one")) == 4 and curve("one")[-1] < curve("one")[0]  # the updates did something
     torch.testing.assert_close(torch.tensor(curve("two")), torch.tensor(curve("one")), atol=1e-5, rtol=1e-5)
+
+
+def test_continued_pretraining_starts_from_the_model_and_says_so_on_its_card(tokenizer, tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(text_corpus(40, seed=7))
+    tokenizer.save_pretrained(tmp_path / "tok")
+    common = lambda lr: ["--train_file", str(corpus), "--max_seq_length", "32", "--max_steps", "2",  # noqa: E731
+                         "--optimizer", "adamw", "--learning_rate", lr, "--per_device_train_batch_size", "4",
+                         "--use_cpu", "--disable_tqdm", "--no-plot"]
+    bert_main([*common("1e-3"), "--tokenizer_name_or_path", str(tmp_path / "tok"), "--preset", "tiny",
+               "--config_overrides", "max_position_embeddings=32", "--output_dir", str(tmp_path / "base")])
+    base = load_file(str(tmp_path / "base" / "model.safetensors"))
+    # with updates of ~0 the continued model keeps the base weights: it did start from them
+    bert_main([*common("1e-12"), "--model_name_or_path", str(tmp_path / "base"),
+               "--output_dir", str(tmp_path / "continued")])
+    continued = load_file(str(tmp_path / "continued" / "model.safetensors"))
+    for name in base:
+        torch.testing.assert_close(continued[name], base[name], atol=1e-6, rtol=0)
+    card = (tmp_path / "continued" / "README.md").read_text()
+    assert "Training continued from the weights of `base`." in card
+    assert "continued from" not in (tmp_path / "base" / "README.md").read_text()

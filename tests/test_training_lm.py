@@ -364,10 +364,12 @@ def test_cli_end_to_end_char_lstm_reloads_and_generates(tmp_path):
     assert generated.shape == (1, prompt["input_ids"].shape[1] + 5)
 
 
-@pytest.mark.parametrize("sharding", ["ddp", "fsdp"])
+@pytest.mark.parametrize("sharding", ["ddp", "fsdp", "deepspeed"])
 @pytest.mark.slow
 def test_two_cpu_processes_match_one_process(sharding, tokenizer, tmp_path):
     """2 gloo processes with 2 rows each compute the same updates as 1 process with 4 rows."""
+    if sharding == "deepspeed":
+        pytest.importorskip("deepspeed")
     train_file = tmp_path / "corpus.txt"
     train_file.write_text(CORPUS, encoding="utf-8")
     tokenizer.save_pretrained(tmp_path / "tok")
@@ -377,7 +379,7 @@ def test_two_cpu_processes_match_one_process(sharding, tokenizer, tmp_path):
               "--max_grad_norm", "0.5", "--eval_batch_size", "3", "--no-plot", "--disable_tqdm"]
     done = launch_two_cpu_processes("train_lm.py", [*common, "--output_dir", str(tmp_path / "two"),
                                                     "--per_device_train_batch_size", "2"],
-                                    fsdp=sharding == "fsdp")
+                                    fsdp=sharding == "fsdp", deepspeed=sharding == "deepspeed")
     assert "global_train_batch_size': 4" in done.stderr
     one = main([*common, "--output_dir", str(tmp_path / "one"), "--per_device_train_batch_size", "4"])
     two, single = weights(tmp_path / "two"), weights(tmp_path / "one")

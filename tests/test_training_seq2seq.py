@@ -365,11 +365,13 @@ def test_cli_refuses_tying_across_vocabularies_and_a_source_size_without_separat
         run_cli("rnn_seq2seq", tmp_path, ["--source_vocab_size", "30"])
 
 
-@pytest.mark.parametrize("sharding", ["ddp", "fsdp"])
+@pytest.mark.parametrize("sharding", ["ddp", "fsdp", "deepspeed"])
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["rnn_seq2seq", "transformer"])
 def test_two_cpu_processes_match_one_process(sharding, family, tokenizer, tmp_path):
     """2 gloo processes with 8 pairs each make the same updates as 1 process with 16 (no dropout)."""
+    if sharding == "deepspeed":
+        pytest.importorskip("deepspeed")
     for split, n, seed in (("train", 48, 1), ("valid", 6, 2)):
         pairs = reversal_corpus(n, seed)
         rows = ["src\ttgt"] + [f"{s}\t{t}" for s, t in zip(pairs.sources, pairs.targets, strict=True)]
@@ -384,7 +386,7 @@ def test_two_cpu_processes_match_one_process(sharding, family, tokenizer, tmp_pa
         common += ["--config_overrides", "dropout=0.0,attention_dropout=0.0,activation_dropout=0.0"]
     launch_two_cpu_processes("train_seq2seq.py", [*common, "--output_dir", str(tmp_path / "two"),
                                                   "--per_device_train_batch_size", "8"],
-                             fsdp=sharding == "fsdp")
+                             fsdp=sharding == "fsdp", deepspeed=sharding == "deepspeed")
     one = seq2seq_main([*common, "--output_dir", str(tmp_path / "one"), "--per_device_train_batch_size", "16"])
     two = json.loads((tmp_path / "two" / "training_history.json").read_text())
     single = json.loads((tmp_path / "one" / "training_history.json").read_text())

@@ -34,6 +34,7 @@ from .cli_common import (
     build_model,
     check_model_arguments,
     configure_logging,
+    continued_from,
     dataset_label,
     engine_arguments,
     finish_processes,
@@ -113,7 +114,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     loop = BertPretrainingLoop(model, tokenizer, train, evaluation, training_args, accelerator)
     names = ", ".join(f"`{Path(p).name}`" for p in args.train_file) if args.train_file else f"`{args.dataset_name}`"
     results = loop.train(f"Pretrained on {names}: {len(documents) - held_out:,} documents, {len(train):,} sentence "
-                         f"pairs of at most {args.max_seq_length} tokens; {len(tokenizer)}-token WordPiece vocabulary.",
+                         f"pairs of at most {args.max_seq_length} tokens; {len(tokenizer)}-token WordPiece vocabulary."
+                         + continued_from(args),
                          dataset_label(args))
     finish_processes(accelerator)
     return results

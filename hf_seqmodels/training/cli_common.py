@@ -176,6 +176,13 @@ def dataset_label(args) -> str | None:
     return Path(train_file).resolve().parent.name or None
 
 
+def continued_from(args) -> str:
+    """The model card's note that training started from an existing model (--model_name_or_path), or ""."""
+    if not getattr(args, "model_name_or_path", None):
+        return ""
+    return f" Training continued from the weights of `{Path(args.model_name_or_path).name}`."
+
+
 def configure_logging() -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     import datasets
@@ -309,6 +316,7 @@ __all__ = [
     "build_model",
     "check_model_arguments",
     "configure_logging",
+    "continued_from",
     "engine_arguments",
     "load_source_tokenizer",
     "load_tokenizer",

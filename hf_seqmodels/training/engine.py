@@ -129,9 +129,10 @@ class EngineArguments:
     save). ``lr_scheduler`` is one of ``"zaremba"`` (``decay_start_epoch``, ``decay_factor``),
     ``"cosine"`` (``min_lr_ratio``), ``"noam"`` (Vaswani et al. 2017: ``learning_rate`` scales
     ``d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5)``) or ``"constant"``; the others take
-    a linear ``warmup_steps`` ramp. An update reads ``gradient_accumulation_steps`` batches (the last one of
-    an epoch reads what is left) and all steps and schedules count updates. ``resume_from_checkpoint`` is ``"latest"`` (the newest
-    checkpoint of ``output_dir``, if any) or a checkpoint folder.
+    a linear ``warmup_steps`` ramp. An update reads ``gradient_accumulation_steps`` batches (the last one
+    of an epoch reads what is left) and all steps and schedules count updates.
+    ``resume_from_checkpoint`` is ``"latest"`` (the newest checkpoint of ``output_dir``, if any) or a
+    checkpoint folder.
     """
 
     output_dir: str
@@ -335,7 +336,9 @@ def engine_card_arguments(args: EngineArguments, num_processes: int = 1) -> dict
     optimizer = f"{args.optimizer} (weight decay {args.weight_decay})"
     if args.optimizer == "adamw":
         optimizer += f", betas ({args.adam_beta1}, {args.adam_beta2}), eps {args.adam_epsilon:g}"
-    extras = {"activation checkpointing": args.gradient_checkpointing or None,
+    extras = {"gradient accumulation (batches per update)": args.gradient_accumulation_steps
+              if args.gradient_accumulation_steps > 1 else None,
+              "activation checkpointing": args.gradient_checkpointing or None,
               "torch.compile": args.torch_compile or None}
     return {
         "optimizer": optimizer,
@@ -482,8 +485,8 @@ class TrainingLoop:
         total = 0.0
         for i, (batch, weight) in enumerate(zip(batches, self.micro_batch_weights(batches), strict=True)):
             last = i == len(batches) - 1
-            # DDP: all-reduce the gradients once, after the last batch of the update
-            # accelerate tells DeepSpeed the update's last batch (and DeepSpeed steps there) by sync_gradients
+            # accelerate tells DeepSpeed the update's last batch (DeepSpeed steps there) by sync_gradients;
+            # DDP all-reduces the gradients once, after the last batch
             self.accelerator.gradient_state._set_sync_gradients(last)
             with contextlib.nullcontext() if last else self.accelerator.no_sync(self.model):
                 loss, num_tokens = self.compute_loss(batch)

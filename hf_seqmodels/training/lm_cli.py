@@ -31,6 +31,7 @@ from .cli_common import (
     build_model,
     check_model_arguments,
     configure_logging,
+    continued_from,
     dataset_label,
     engine_arguments,
     finish_processes,
@@ -93,7 +94,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     logger.info(f"{type(model).__name__} with {model.num_parameters():,} parameters; "
                 f"{train_ids.numel():,} training and {eval_ids.numel():,} validation tokens.")
     results = train_causal_lm(model, tokenizer, train_ids, eval_ids, training_args, accelerator,
-                              training_data=describe_data(args, tokenizer), eval_dataset=dataset_label(args))
+                              training_data=describe_data(args, tokenizer) + continued_from(args),
+                              eval_dataset=dataset_label(args))
     finish_processes(accelerator)
     return results
 

@@ -41,6 +41,7 @@ from .cli_common import (
     build_model,
     check_model_arguments,
     configure_logging,
+    continued_from,
     dataset_label,
     engine_arguments,
     finish_processes,
@@ -189,7 +190,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"{len(train):,} training pairs within the length limits, {len(eval_pairs):,} validation pairs.")
     loop = Seq2SeqTrainingLoop(model, tokenizer, train_pairs, eval_pairs, validation.targets, training_args,
                                accelerator, source_tokenizer=source_tokenizer)
-    results = loop.train(describe_data(args, tokenizer, len(train_pairs), source_tokenizer), dataset_label(args))
+    results = loop.train(describe_data(args, tokenizer, len(train_pairs), source_tokenizer) + continued_from(args),
+                         dataset_label(args))
     results.update(report_test_set(loop, test or validation, "test" if test else "validation"))
     finish_processes(accelerator)
     return results

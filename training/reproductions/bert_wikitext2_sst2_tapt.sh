@@ -33,7 +33,7 @@ PY
       --max_seq_length 64 --per_device_train_batch_size 32 --num_train_epochs 100 --max_steps 4000 --max_train_minutes 30 \
       --optimizer adamw --learning_rate 5e-4 --adam_beta2 0.98 --adam_epsilon 1e-6 --weight_decay 0.01 \
       --lr_scheduler cosine --warmup_steps 200 --checkpointing_steps 500 --logging_steps 100 --disable_tqdm \
-      --output_dir $TAPT > $TAPT.log 2>&1
+      --dataset_label sst2 --output_dir $TAPT > $TAPT.log 2>&1
 fi
 
 for SEED in $SEEDS; do

@@ -4,12 +4,14 @@ skipped where DeepSpeed is not installed."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 
 import pytest
 import safetensors.torch
 import torch
+from accelerate import PartialState
 from distributed_utils import launch_two_cpu_processes
 
 from hf_seqmodels.training import checkpointing
@@ -60,11 +62,14 @@ def test_a_deepspeed_checkpoint_resumes_only_under_deepspeed(tmp_path):
         checkpointing.load_checkpoint(folder, accelerator=accelerator, model=None, optimizer=None, scheduler=None)
 
 
-def test_the_deepspeed_configuration_follows_the_run_and_zero3_is_refused(tmp_path):
+def test_the_deepspeed_configuration_follows_the_run_and_zero3_is_refused(tmp_path, caplog):
+    PartialState(cpu=True)  # accelerate's logger needs it (the training scripts have made their Accelerator)
     args = EngineArguments(output_dir=str(tmp_path), gradient_accumulation_steps=3, max_grad_norm=1.0)
     args.per_device_train_batch_size = 4
     config = {"zero_optimization": {"stage": 2}, "gradient_clipping": 5.0}
-    configure_deepspeed(config, args, num_processes=2)
+    with caplog.at_level(logging.WARNING):
+        configure_deepspeed(config, args, num_processes=2)
+    assert "gradient_clipping=5.0 is replaced by --max_grad_norm=1.0" in caplog.text
     assert config["gradient_clipping"] == 1.0 and config["gradient_accumulation_steps"] == 3
     assert config["train_micro_batch_size_per_gpu"] == 4 and config["train_batch_size"] == 24
     with pytest.raises(ValueError, match=r"`zero_stage`=3.*0, 1 or 2"):

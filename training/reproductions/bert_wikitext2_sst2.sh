@@ -13,11 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source training/reproductions/sst2_pair.sh
-DATA=${1:-../shared/data}
-EPOCHS=${2:-1}
-SEEDS=${3:-42}
-LR=${4:-1e-4}
-SUFFIX=$([ "$LR" = 1e-4 ] && echo "" || echo "-lr$LR")
+sst2_arguments "$@"
 mkdir -p runs
 if [ ! -f runs/bert-mini-wikitext2/model.safetensors ]; then
   OMP_NUM_THREADS=2 python training/pretrain_bert.py --preset bert-mini \
@@ -29,8 +25,4 @@ if [ ! -f runs/bert-mini-wikitext2/model.safetensors ]; then
       --output_dir runs/bert-mini-wikitext2 > runs/bert-mini-wikitext2.log 2>&1
 fi
 
-for SEED in $SEEDS; do
-  sst2_flags "$DATA" "$LR" "$EPOCHS" "$SEED"
-  finetune_pair runs/bert-mini-wikitext2 pretrained "runs/sst2-bert-mini-{run}-seed$SEED$SUFFIX" "seed $SEED lr $LR" "${SST2[@]}" \
-      --eval_strategy epoch --logging_steps 100
-done
+finetune_seeds runs/bert-mini-wikitext2 pretrained

@@ -11,11 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source training/reproductions/sst2_pair.sh
-DATA=${1:-../shared/data}
-EPOCHS=${2:-1}
-SEEDS=${3:-42}
-LR=${4:-1e-4}
-SUFFIX=$([ "$LR" = 1e-4 ] && echo "" || echo "-lr$LR")
+sst2_arguments "$@"
 if [ ! -f runs/bert-mini-wikitext2/model.safetensors ]; then
   echo "runs/bert-mini-wikitext2 is missing: run training/reproductions/bert_wikitext2_sst2.sh first" >&2
   exit 1
@@ -36,8 +32,4 @@ PY
       --dataset_label sst2 --output_dir $TAPT > $TAPT.log 2>&1
 fi
 
-for SEED in $SEEDS; do
-  sst2_flags "$DATA" "$LR" "$EPOCHS" "$SEED"
-  finetune_pair $TAPT tapt "runs/sst2-bert-mini-{run}-seed$SEED$SUFFIX" "seed $SEED lr $LR" "${SST2[@]}" \
-      --eval_strategy epoch --logging_steps 100
-done
+finetune_seeds $TAPT tapt

@@ -40,3 +40,25 @@ sst2_flags() {
         --learning_rate "$2" --warmup_steps 0.06 --weight_decay 0.01 --num_train_epochs "$3"
         --save_strategy no --report_to none --use_cpu --seed "$4" --disable_tqdm true)
 }
+
+# The arguments of bert_wikitext2_sst2.sh and bert_wikitext2_sst2_tapt.sh into DATA, EPOCHS, SEEDS and LR:
+#   sst2_arguments [path/to/shared/data] [fine-tuning epochs] [seeds] [learning rate]
+sst2_arguments() {
+  DATA=${1:-../shared/data}
+  EPOCHS=${2:-1}
+  SEEDS=${3:-42}
+  LR=${4:-1e-4}
+}
+
+# One fine-tuning pair per seed of SEEDS at LR for EPOCHS (see sst2_arguments), evaluated every epoch; the
+# runs are named runs/sst2-bert-mini-{run}-seed{seed}, with -lr{LR} added unless LR is 1e-4:
+#   finetune_seeds <pretrained model folder> <name of the pretrained run>
+finetune_seeds() {
+  local suffix seed
+  suffix=$([ "$LR" = 1e-4 ] && echo "" || echo "-lr$LR")
+  for seed in $SEEDS; do
+    sst2_flags "$DATA" "$LR" "$EPOCHS" "$seed"
+    finetune_pair "$1" "$2" "runs/sst2-bert-mini-{run}-seed$seed$suffix" "seed $seed lr $LR" "${SST2[@]}" \
+        --eval_strategy epoch --logging_steps 100
+  done
+}

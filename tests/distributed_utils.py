@@ -9,6 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import safetensors.torch
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -52,3 +54,39 @@ def launch_two_cpu_processes(script: str, argv: list[str], launch_args: list[str
     assert (SHARDING_LOG in done.stderr) == fsdp
     assert (DEEPSPEED_LOG in done.stderr) == deepspeed
     return done
+
+
+def run_and_resume_from_step_3(tmp_path: Path, **launch) -> tuple[Path, Path, subprocess.CompletedProcess]:
+    """A Transformer LM with dropout (so the RNG states matter) and AdamW, 6 updates on 2 processes
+    (``launch``: ``fsdp=True`` or ``deepspeed=True``), checkpointing every 3; then a second run starts from a
+    copy of the first one's checkpoint-3 (as after a crash there). Returns the two output folders and the
+    second run; the caller compares their weights (:func:`assert_same_weights`)."""
+    train_file = tmp_path / "corpus.txt"
+    train_file.write_text("the cat sat on the mat. the dog sat on the log.\n" * 40, encoding="utf-8")
+    common = ["--train_file", str(train_file), "--tokenizer_kind", "char", "--min_frequency", "1",
+              "--model_family", "transformer_lm", "--preset", "tiny", "--per_device_train_batch_size", "2",
+              "--bptt", "16", "--max_steps", "6", "--checkpointing_steps", "3", "--save_total_limit", "3",
+              "--optimizer", "adamw", "--learning_rate", "1e-3", "--no-plot", "--disable_tqdm"]
+    full, crashed = tmp_path / "full", tmp_path / "crashed"
+    launch_two_cpu_processes("train_lm.py", [*common, "--output_dir", str(full)], **launch)
+    crashed.mkdir()
+    shutil.copytree(full / "checkpoint-3", crashed / "checkpoint-3")
+    for name in ("tokenizer.json", "tokenizer_config.json"):  # the tokenizer the first run trained, as a killed run leaves
+        shutil.copy(full / name, crashed)
+    done = launch_two_cpu_processes("train_lm.py", [*common, "--output_dir", str(crashed),
+                                                    "--resume_from_checkpoint", "latest"], **launch)
+    assert "Resumed from" in done.stderr and "step 3" in done.stderr
+    return full, crashed, done
+
+
+def weights(folder: Path) -> dict[str, torch.Tensor]:
+    return safetensors.torch.load_file(str(folder / "model.safetensors"))
+
+
+def assert_same_weights(expected_folder: Path, got_folder: Path) -> dict[str, torch.Tensor]:
+    """Bit-identical ``model.safetensors`` in the two folders; returns the expected weights."""
+    expected, got = weights(expected_folder), weights(got_folder)
+    assert expected.keys() == got.keys()
+    for name in expected:
+        assert torch.equal(expected[name], got[name]), name
+    return expected

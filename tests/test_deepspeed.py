@@ -5,23 +5,14 @@ skipped where DeepSpeed is not installed."""
 from __future__ import annotations
 
 import logging
-import shutil
-from pathlib import Path
 
 import pytest
-import safetensors.torch
 import torch
 from accelerate import PartialState
-from distributed_utils import launch_two_cpu_processes
+from distributed_utils import assert_same_weights, run_and_resume_from_step_3, weights
 
 from hf_seqmodels.training import checkpointing
 from hf_seqmodels.training.engine import EngineArguments, configure_deepspeed
-
-CORPUS = "the cat sat on the mat. the dog sat on the log.\n" * 40
-
-
-def weights(folder: Path) -> dict[str, torch.Tensor]:
-    return safetensors.torch.load_file(str(folder / "model.safetensors"))
 
 
 @pytest.mark.slow
@@ -29,25 +20,8 @@ def test_a_deepspeed_run_resumed_from_its_checkpoint_ends_with_the_uninterrupted
     """A Transformer LM with dropout (the RNG states matter) and AdamW, 6 updates on 2 ZeRO-2 processes; a
     second run starts from a copy of the first one's checkpoint-3 and must end with the same weights."""
     pytest.importorskip("deepspeed")
-    train_file = tmp_path / "corpus.txt"
-    train_file.write_text(CORPUS, encoding="utf-8")
-    common = ["--train_file", str(train_file), "--tokenizer_kind", "char", "--min_frequency", "1",
-              "--model_family", "transformer_lm", "--preset", "tiny", "--per_device_train_batch_size", "2",
-              "--bptt", "16", "--max_steps", "6", "--checkpointing_steps", "3", "--save_total_limit", "3",
-              "--optimizer", "adamw", "--learning_rate", "1e-3", "--no-plot", "--disable_tqdm"]
-    full, crashed = tmp_path / "full", tmp_path / "crashed"
-    launch_two_cpu_processes("train_lm.py", [*common, "--output_dir", str(full)], deepspeed=True)
-    crashed.mkdir()
-    shutil.copytree(full / "checkpoint-3", crashed / "checkpoint-3")
-    for name in ("tokenizer.json", "tokenizer_config.json"):  # what the first run had written when it was killed
-        shutil.copy(full / name, crashed)
-    done = launch_two_cpu_processes("train_lm.py", [*common, "--output_dir", str(crashed),
-                                                    "--resume_from_checkpoint", "latest"], deepspeed=True)
-    assert "Resumed from" in done.stderr and "step 3" in done.stderr
-    expected, got = weights(full), weights(crashed)
-    assert expected.keys() == got.keys()
-    for name in expected:
-        assert torch.equal(expected[name], got[name]), name
+    full, crashed, _ = run_and_resume_from_step_3(tmp_path, deepspeed=True)
+    expected = assert_same_weights(full, crashed)
     three = weights(full / "checkpoint-3")
     assert any(not torch.equal(three[name], expected[name]) for name in three.keys() & expected.keys())  # 4-6 did update
 

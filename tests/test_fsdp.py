@@ -6,25 +6,17 @@ LM, seq2seq and BERT training tests (each run under DDP and under FSDP)."""
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import safetensors.torch
 import torch
 from accelerate.utils import DistributedType
-from distributed_utils import launch_two_cpu_processes
+from distributed_utils import assert_same_weights, run_and_resume_from_step_3
 from transformers import AutoModelForCausalLM
 
 from hf_seqmodels.training import checkpointing
 from hf_seqmodels.training.engine import TrainingLoop, shard_on_cpu
-
-CORPUS = "the cat sat on the mat. the dog sat on the log.\n" * 40
-
-
-def weights(folder: Path) -> dict[str, torch.Tensor]:
-    return safetensors.torch.load_file(str(folder / "model.safetensors"))
 
 
 @pytest.mark.slow
@@ -32,14 +24,7 @@ def test_a_sharded_run_resumed_from_its_checkpoint_ends_with_the_uninterrupted_w
     """A Transformer LM with dropout (so the RNG states matter) and AdamW, 6 updates on 2 FSDP processes; a
     second run starts from a copy of the first one's checkpoint-3 (as after a crash there) and must end
     with exactly the same weights. The checkpoint has the layout of an unsharded run."""
-    train_file = tmp_path / "corpus.txt"
-    train_file.write_text(CORPUS, encoding="utf-8")
-    common = ["--train_file", str(train_file), "--tokenizer_kind", "char", "--min_frequency", "1",
-              "--model_family", "transformer_lm", "--preset", "tiny", "--per_device_train_batch_size", "2",
-              "--bptt", "16", "--max_steps", "6", "--checkpointing_steps", "3", "--save_total_limit", "3",
-              "--optimizer", "adamw", "--learning_rate", "1e-3", "--no-plot", "--disable_tqdm"]
-    full, crashed = tmp_path / "full", tmp_path / "crashed"
-    launch_two_cpu_processes("train_lm.py", [*common, "--output_dir", str(full)], fsdp=True)
+    full, crashed, _ = run_and_resume_from_step_3(tmp_path, fsdp=True)
     checkpoint = full / "checkpoint-3"
     state = json.loads((checkpoint / "trainer_state.json").read_text())
     assert state["sharded"] is True and state["num_processes"] == 2 and state["global_step"] == 3
@@ -52,18 +37,7 @@ def test_a_sharded_run_resumed_from_its_checkpoint_ends_with_the_uninterrupted_w
     embeddings = "model.embeddings.embed_tokens.weight"  # tied to lm_head.weight: one parameter
     assert {tuple(v.shape) for v in optimizer_state["state"][embeddings].values() if v.dim()} == \
         {tuple(model.lm_head.weight.shape)}  # Adam's moments of the whole matrix, not of a shard
-
-    crashed.mkdir()
-    shutil.copytree(checkpoint, crashed / "checkpoint-3")
-    shutil.copy(full / "tokenizer.json", crashed)  # the tokenizer the first run trained (as a killed run leaves)
-    shutil.copy(full / "tokenizer_config.json", crashed)
-    done = launch_two_cpu_processes("train_lm.py", [*common, "--output_dir", str(crashed),
-                                                    "--resume_from_checkpoint", "latest"], fsdp=True)
-    assert "Resumed from" in done.stderr and "step 3" in done.stderr
-    expected, got = weights(full), weights(crashed)
-    assert expected.keys() == got.keys()
-    for name in expected:
-        assert torch.equal(expected[name], got[name]), name
+    expected = assert_same_weights(full, crashed)
     assert not torch.equal(expected[embeddings], model.lm_head.weight.detach())  # updates 4-6 changed it
 
 

@@ -4,13 +4,15 @@
 #   finetune_pair <pretrained model folder> <name of the pretrained run> <output pattern> <label> <training/finetune.py flags...>
 #
 # writes the output folders named by the pattern with "{run}" replaced by the pretrained run's name and by
-# "scratch" (and their .log files beside them), e.g. "runs/sst2-bert-mini-{run}-seed42". A run whose folder
-# already holds all_results.json is reported, not repeated: the scratch run depends only on the tokenizer and
-# the flags, so reproductions that share both share it.
+# $SCRATCH_RUN ("scratch" unless set; and their .log files beside them), e.g. "runs/sst2-bert-mini-{run}-seed42".
+# A run whose folder already holds all_results.json is reported, not repeated: the scratch run depends only on
+# the tokenizer and the flags, so reproductions that share both share it (one with a tokenizer of its own sets
+# SCRATCH_RUN to a name of its own).
 finetune_pair() {
   local model=$1 name=$2 pattern=$3 label=$4
   shift 4
-  local pretrained=${pattern//\{run\}/$name} scratch=${pattern//\{run\}/scratch}
+  local scratch_run=${SCRATCH_RUN:-scratch}
+  local pretrained=${pattern//\{run\}/$name} scratch=${pattern//\{run\}/$scratch_run}
   if [ -f "$pretrained/all_results.json" ]; then
     echo "reusing $pretrained"
   else
@@ -25,7 +27,7 @@ finetune_pair() {
   fi
   wait
   local run
-  for run in "$name" scratch; do
+  for run in "$name" "$scratch_run"; do
     python -c "import json, sys; r = json.load(open(sys.argv[1])); print(sys.argv[2], 'dev accuracy', \
 round(r['eval_accuracy'], 4), 'train s', round(r['train_runtime_seconds']))" \
         "${pattern//\{run\}/$run}/all_results.json" "$run $label"
@@ -61,4 +63,27 @@ finetune_seeds() {
     finetune_pair "$1" "$2" "runs/sst2-bert-mini-{run}-seed$seed$suffix" "seed $seed lr $LR" "${SST2[@]}" \
         --eval_strategy epoch --logging_steps 100
   done
+}
+
+# Masked-LM + next-sentence pretraining on the text of the SST-2 training set (its 67,349 phrases without their
+# labels; the dev set is never read), 20 phrases to a pseudo-document, so "IsNext" pairs are neighbouring
+# phrases: 4,000 updates of 32 pairs of at most 64 tokens, AdamW 5e-4, cosine, on two threads. Skipped when
+# the output folder already holds a model.
+#   pretrain_on_sst2_text <path/to/shared/data> <output folder> <training/pretrain_bert.py flags naming the start...>
+pretrain_on_sst2_text() {
+  local data=$1 output=$2
+  shift 2
+  [ -f "$output/model.safetensors" ] && return 0
+  mkdir -p runs
+  python - "$data/sst2/train.tsv" runs/sst2-train-text.txt <<'PY'
+import csv, sys
+with open(sys.argv[1], newline="") as tsv, open(sys.argv[2], "w") as out:
+    for i, row in enumerate(csv.DictReader(tsv, delimiter="\t", quoting=csv.QUOTE_NONE)):
+        out.write(row["sentence"].strip() + "\n" + ("\n" if i % 20 == 19 else ""))
+PY
+  OMP_NUM_THREADS=2 python training/pretrain_bert.py "$@" --train_file runs/sst2-train-text.txt \
+      --max_seq_length 64 --per_device_train_batch_size 32 --num_train_epochs 100 --max_steps 4000 --max_train_minutes 30 \
+      --optimizer adamw --learning_rate 5e-4 --adam_beta2 0.98 --adam_epsilon 1e-6 --weight_decay 0.01 \
+      --lr_scheduler cosine --warmup_steps 200 --checkpointing_steps 500 --logging_steps 100 --disable_tqdm \
+      --dataset_label sst2 --output_dir "$output" > "$output.log" 2>&1
 }

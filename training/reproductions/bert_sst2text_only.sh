@@ -2,11 +2,12 @@
 # Ablation of bert_wikitext2_sst2_tapt.sh: what does the WikiText-2 stage add to the gain from pretraining on
 # SST-2's unlabelled text? The same masked-LM + next-sentence pretraining on the text of the SST-2 training set
 # (pretrain_on_sst2_text in sst2_pair.sh: same flags, same 4,000 updates) starts from random initialisation
-# instead of the WikiText-2 model, with an uncased 8,000-token WordPiece vocabulary trained on the same WikiText-2
-# text (valid + test) as there; then the SST-2 fine-tuning of the other reproductions, against random
-# initialisation with this vocabulary. tokenizers numbers WordPiece pieces in an order that can change from one
-# training to the next, so this vocabulary is not bit-identical to that of runs/bert-mini-wikitext2 and its
-# random-initialisation runs are named scratch-wt2vocab, not scratch.
+# instead of the WikiText-2 model, with an uncased 8,000-token WordPiece vocabulary trained on the WikiText-2 text
+# (valid + test; the WikiText-2 run trains its own on the 95 % of the documents it does not hold out); then the
+# SST-2 fine-tuning of the other reproductions, against random initialisation with this vocabulary. tokenizers
+# numbers WordPiece pieces in an order that can change from one training to the next, so this vocabulary is not
+# bit-identical to that of runs/bert-mini-wikitext2 and its random-initialisation runs are named
+# scratch-wt2vocab, not scratch.
 #
 #   bash training/reproductions/bert_sst2text_only.sh [path/to/shared/data] [fine-tuning epochs] [seeds] [learning rate]
 #   bash training/reproductions/bert_sst2text_only.sh ../shared/data 1 "42 43 44 45" 3e-4

@@ -1,8 +1,25 @@
-"""Checks on model inputs, so that bad input fails with a message instead of a deep torch traceback."""
+"""Checks on model inputs, so that bad input fails with a message instead of a deep torch traceback.
+
+The checks that read tensor values (``int(...)``, ``bool(...)``) run in eager mode only: under
+``torch.compile``, ``torch.export`` or ONNX export (:func:`is_tracing`) they are skipped, so the traced graph
+has no data-dependent branch or graph break. Shape checks run everywhere (shapes are known when tracing).
+"""
 
 from __future__ import annotations
 
 import torch
+
+
+def is_tracing() -> bool:
+    """Whether the current code is being traced (``torch.compile``, ``torch.export``, ONNX export, ``torch.jit``
+    or ``torch.fx``) rather than run eagerly: value-reading checks and value-dependent shortcuts are off then."""
+    if torch.compiler.is_compiling() or torch.jit.is_tracing() or torch.jit.is_scripting():
+        return True
+    try:
+        from torch.fx._symbolic_trace import is_fx_tracing
+    except ImportError:  # pragma: no cover - older torch
+        return False
+    return is_fx_tracing()
 
 
 def check_input_ids(input_ids: torch.Tensor | None, vocab_size: int, name: str = "input_ids",
@@ -17,6 +34,10 @@ def check_input_ids(input_ids: torch.Tensor | None, vocab_size: int, name: str =
         )
     if input_ids.numel() == 0:
         raise ValueError(f"`{name}` is empty (shape {tuple(input_ids.shape)}); give at least one token.")
+    if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool or input_ids.is_complex():
+        raise ValueError(f"`{name}` must hold integer token ids, got dtype {input_ids.dtype}.")
+    if is_tracing():
+        return
     low, high = (int(v) for v in torch.aminmax(input_ids))  # one pass over the ids
     if low < 0 or high >= vocab_size:
         bad = low if low < 0 else high
@@ -40,7 +61,9 @@ def current_mask(attention_mask: torch.Tensor | None, input_ids: torch.Tensor) -
     """The columns of ``attention_mask`` that belong to ``input_ids``, or None when nothing is masked.
 
     During cached generation the mask covers the whole sequence so far while ``input_ids`` holds only
-    the new tokens, so the last ``input_ids.shape[1]`` columns are the ones that apply.
+    the new tokens, so the last ``input_ids.shape[1]`` columns are the ones that apply. When tracing
+    (:func:`is_tracing`) the mask is returned as it is, even if it masks nothing: whether it does depends on
+    its values, which a traced graph must not branch on.
     """
     if attention_mask is None:
         return None
@@ -53,5 +76,11 @@ def current_mask(attention_mask: torch.Tensor | None, input_ids: torch.Tensor) -
         raise ValueError(
             f"`attention_mask` has {attention_mask.shape[1]} columns but `input_ids` has {input_ids.shape[1]}."
         )
-    mask = attention_mask[:, -input_ids.shape[1] :].bool()
+    mask = attention_mask[:, -input_ids.shape[1] :]
+    if is_tracing():
+        return mask.bool()
+    if mask.dtype != torch.bool and bool(((mask != 0) & (mask != 1)).any()):
+        bad = mask[(mask != 0) & (mask != 1)][0].item()
+        raise ValueError(f"`attention_mask` must hold 0 (padding) and 1 (token) only, got the value {bad}.")
+    mask = mask.bool()
     return None if bool(mask.all()) else mask

@@ -53,9 +53,27 @@ class PresetMixin:
     AUTO_MAP: ClassVar[dict[str, str] | None] = None
 
     def __post_init__(self, **kwargs):
+        if getattr(self, "id2label", None) is None and getattr(self, "label2id", None):
+            # only label2id given: transformers would replace it by LABEL_0, LABEL_1, ...
+            self.id2label = {int(i): label for label, i in self.label2id.items()}
         super().__post_init__(**kwargs)
+        self._complete_label2id()
         if self.AUTO_MAP and getattr(self, "auto_map", None) is None:
             self.auto_map = dict(self.AUTO_MAP)
+
+    def _complete_label2id(self) -> None:
+        """Keep ``label2id`` the inverse of ``id2label`` (transformers leaves it None when only ``id2label``
+        is given, and its example scripts read it); a given ``label2id`` that disagrees is refused."""
+        id2label = getattr(self, "id2label", None)
+        if id2label is None:
+            return
+        inverse = {label: int(i) for i, label in id2label.items()}
+        if len(inverse) != len(id2label):
+            raise invalid("id2label", id2label, "a mapping from ids to distinct label names")
+        given = getattr(self, "label2id", None)
+        if given and {label: int(i) for label, i in given.items()} != inverse:
+            raise invalid("label2id", given, f"the inverse of id2label={id2label!r}")
+        self.label2id = inverse
 
     @classmethod
     def available_presets(cls) -> list[str]:

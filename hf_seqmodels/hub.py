@@ -489,7 +489,7 @@ PUSH_ALLOW_PATTERNS = (  # the only files `push_folder_to_hub` uploads (fnmatch 
     "model.safetensors",
     "model-*-of-*.safetensors",
     "model.safetensors.index.json",
-    "*.py",  # the model code named by the config's auto_map and its sibling modules
+    "*.py",  # the model code named by the config's auto_map and its sibling modules (top level only)
     "README.md",
     "tokenizer.json",
     "tokenizer_config.json",
@@ -559,9 +559,11 @@ def files_to_push(folder: str | Path) -> list[str]:
 
     Checked first: ``config.json`` with an ``auto_map`` whose modules are there, ``model.safetensors``
     (or a complete sharded index), a model card whose YAML header parses, and no pickle-format
-    file (``*.bin``, ``*.pt``…) next to the weights. Only files matching :data:`PUSH_ALLOW_PATTERNS` and the
-    images the card shows are kept: ``checkpoint-*`` folders, optimizer states, training logs and
-    anything else stay local. Raises :class:`PushError` naming what is missing or wrong.
+    file (``*.bin``, ``*.pt``…) next to the weights. Only files matching :data:`PUSH_ALLOW_PATTERNS` at their
+    own folder level (``*.py`` is the top level's code, never the code of nested folders) and the images the
+    card shows are kept: ``checkpoint-*`` folders, optimizer states, training logs and anything else stay
+    local. A chosen file that is a link to a place outside the folder is refused. Raises :class:`PushError`
+    naming what is missing or wrong.
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -597,9 +599,25 @@ def files_to_push(folder: str | Path) -> list[str]:
     elif not (folder / "model.safetensors").is_file():
         raise PushError(f"{folder} has no model.safetensors: weights must be saved as safetensors.")
     card = _checked_card(folder)
-    files = [p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()]
-    chosen = {f for f in files if any(fnmatch.fnmatchcase(f, pattern) for pattern in PUSH_ALLOW_PATTERNS)}
-    return sorted(chosen | set(_card_images(folder, card)))
+    chosen = set()
+    for pattern in PUSH_ALLOW_PATTERNS:  # each pattern names one folder level: "*" never crosses a "/"
+        parent, _, name_pattern = pattern.rpartition("/")
+        directory = folder / parent
+        if not _stays_inside(folder, directory) or not directory.is_dir():
+            continue
+        chosen.update(f"{parent}/{p.name}" if parent else p.name for p in directory.iterdir()
+                      if fnmatch.fnmatchcase(p.name, name_pattern) and p.is_file())
+    chosen.update(_card_images(folder, card))
+    outside = sorted(name for name in chosen if not _stays_inside(folder, folder / name))
+    if outside:
+        raise PushError(f"{folder / outside[0]} is a link to a file outside {folder}: copy the file into the "
+                        "folder (or remove the link) before publishing it.")
+    return sorted(chosen)
+
+
+def _stays_inside(folder: Path, path: Path) -> bool:
+    """Whether ``path``, once every symbolic link on the way is followed, is still below ``folder``."""
+    return path.resolve().is_relative_to(folder.resolve())
 
 
 def _copy_or_link(source: Path, target: Path, link: bool) -> None:

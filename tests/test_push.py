@@ -183,3 +183,22 @@ def test_dry_run_refuses_a_non_empty_target(saved_folder, tmp_path, no_network):
     (tmp_path / "dry" / "old.txt").write_text("x")
     with pytest.raises(PushError, match="not empty"):
         push_folder_to_hub(saved_folder, "user/x", dry_run=True, dry_run_dir=tmp_path / "dry")
+
+
+def test_nested_code_checkpoints_and_outward_links_are_never_chosen(saved_folder, tmp_path, no_network):
+    folder = copy_of(saved_folder, tmp_path)
+    for nested in ("checkpoint-1", "runs/old/checkpoint-7", "source_tokenizer/extra"):
+        (folder / nested).mkdir(parents=True, exist_ok=True)
+        (folder / nested / "modeling_rnn.py").write_text("raise SystemExit('not ours')\n")
+        (folder / nested / "config.json").write_text("{}")
+    secret = tmp_path / "outside.txt"
+    secret.write_text("private")
+    (folder / "linked_dir").symlink_to(tmp_path, target_is_directory=True)
+    assert set(files_to_push(folder)) == expected_files(saved_folder)
+
+    (folder / "vocab.txt").symlink_to(secret)  # an allow-listed name that points out of the folder
+    with pytest.raises(PushError, match=r"vocab\.txt is a link to a file outside"):
+        files_to_push(folder)
+    (folder / "vocab.txt").unlink()
+    (folder / "vocab.txt").symlink_to(folder / "notes.txt")  # a link that stays inside is a plain file
+    assert "vocab.txt" in files_to_push(folder)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 from transformers import PreTrainedModel
+from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.modeling_outputs import (
     BaseModelOutput,
@@ -35,8 +36,8 @@ from transformers.utils import ModelOutput
 from transformers.utils.generic import can_return_tuple
 
 from .configuration_bert import BertConfig
-from .input_checks import check_input_ids, current_mask
-from .multi_head_attention import attention_bias
+from .input_checks import check_input_ids, current_mask, is_tracing
+from .output_flags import output_flags, structured
 from .positional_encoding import LearnedPositionalEmbedding
 from .transformer_layers import TransformerEncoderLayer
 
@@ -63,7 +64,10 @@ class BertEmbeddings(nn.Module):
         if position_ids is None:
             position_ids = torch.arange(input_ids.shape[1], device=input_ids.device)[None]  # (1, T)
         x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)  # (B, T, H)
-        x = x + self.position_embeddings(position_ids)
+        if is_tracing():  # the position check reads values (eager only); the lookup itself is a plain embedding
+            x = x + nn.Embedding.forward(self.position_embeddings, position_ids)
+        else:
+            x = x + self.position_embeddings(position_ids)
         return self.dropout(self.layer_norm(x))
 
 
@@ -132,14 +136,29 @@ class BertPreTrainedModel(PreTrainedModel):
     # their own, which fails when a wrapped BertEmbeddings has already sharded them
     _no_split_modules = ["TransformerEncoderLayer"]
     accepts_loss_kwargs = False  # every loss is a batch mean; Trainer scales it for gradient accumulation
-    # transformers' initialisation: N(0, initializer_range) weights, zero biases and padding row, LayerNorm (1, 0)
+    _can_compile_fullgraph = True  # value-reading input checks run in eager mode only
+
+    def _init_weights(self, module: nn.Module) -> None:
+        """transformers' BERT initialisation: N(0, initializer_range) weights, zero biases and padding row,
+        LayerNorm (1, 0). The shared layers' ``AddNorm`` is a LayerNorm under another name, which the generic
+        rule (by class name) would skip, leaving uninitialised memory after a meta-device build."""
+        if isinstance(module, nn.LayerNorm):
+            if module.weight is not None:
+                init.ones_(module.weight)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        else:
+            super()._init_weights(module)
 
 
 def check_segments(token_type_ids: torch.Tensor, input_ids: torch.Tensor, type_vocab_size: int) -> None:
+    """Shape check always; the range check reads values, so it runs in eager mode only (:func:`is_tracing`)."""
     if token_type_ids.shape != input_ids.shape:
         raise ValueError(f"`token_type_ids` must have the shape of `input_ids` {tuple(input_ids.shape)}, "
                          f"got {tuple(token_type_ids.shape)}.")
-    low, high = int(token_type_ids.min()), int(token_type_ids.max())
+    if is_tracing():
+        return
+    low, high = (int(v) for v in torch.aminmax(token_type_ids))
     if low < 0 or high >= type_vocab_size:
         raise ValueError(f"`token_type_ids` holds segment id {low if low < 0 else high}, outside "
                          f"[0, type_vocab_size={type_vocab_size}) (0 = sentence A, 1 = sentence B).")
@@ -183,20 +202,40 @@ class BertModel(BertPreTrainedModel):
             ``last_hidden_state`` ``(B, T, H)``, ``pooler_output`` ``(B, H)`` (None without pooler),
             ``hidden_states`` (``L + 1`` × ``(B, T, H)``), ``attentions`` (``L`` × ``(B, A, T, T)``).
         """
+        output_hidden_states, output_attentions = output_flags(self.config, output_hidden_states, output_attentions)
         check_input_ids(input_ids, self.config.vocab_size)
         if token_type_ids is not None:
             check_segments(token_type_ids, input_ids, self.config.type_vocab_size)
-        mask = current_mask(attention_mask, input_ids)
+        mask = current_mask(attention_mask, input_ids)  # (B, T) bool, or None
         x = self.embeddings(input_ids, token_type_ids, position_ids)  # (B, T, H)
-        length = input_ids.shape[1]
-        bias = attention_bias(mask, length, length, causal=False, dtype=x.dtype, device=x.device)
-        out = self.encoder(x, bias, bool(output_attentions), bool(output_hidden_states))
+        out = self.encoder(x, padding_bias(mask, x.dtype), output_attentions, output_hidden_states)
         return BaseModelOutputWithPooling(
             last_hidden_state=out.last_hidden_state,
             pooler_output=self.pooler(out.last_hidden_state) if self.pooler is not None else None,
             hidden_states=out.hidden_states,
             attentions=out.attentions,
         )
+
+
+def padding_bias(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """Additive key-padding mask ``(B, 1, 1, T)``: 0 on tokens, the lowest float on padding; None for no mask.
+
+    No value-dependent shortcut (``current_mask`` already returns None for an all-ones mask in eager mode),
+    so a compiled forward builds it without a graph break.
+    """
+    if mask is None:
+        return None
+    bias = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)
+    return bias[:, None, None, :]
+
+
+def base_output(bert: BertModel, input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
+                output_hidden_states) -> BaseModelOutputWithPooling:
+    """What a head reads from its base model: the structured output whatever ``return_dict`` says (the tuple
+    form is for the outermost call only); ``None`` flags fall back to the shared config."""
+    return structured(bert, input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                      position_ids=position_ids, output_attentions=output_attentions,
+                      output_hidden_states=output_hidden_states)
 
 
 def masked_lm_logits_and_loss(
@@ -289,8 +328,8 @@ class BertForPreTraining(BertPreTrainedModel):
         """``labels`` ``(B, T)``: original ids at masked positions, ``-100`` elsewhere; ``next_sentence_label``
         ``(B,)``: 0 IsNext, 1 NotNext. Other inputs as in :class:`BertModel`."""
         masked_only = resolve_masked_only(self.config, masked_positions_only, labels)
-        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
-                        output_hidden_states)
+        out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
+                          output_hidden_states)
         prediction_logits, mlm_loss = masked_lm_logits_and_loss(self.mlm_head, out.last_hidden_state, labels,
                                                                 masked_only)
         seq_relationship_logits = self.nsp_head(out.pooler_output)  # (B, 2)
@@ -338,8 +377,8 @@ class BertForMaskedLM(BertPreTrainedModel):
         **kwargs,
     ) -> MaskedLMOutput:
         masked_only = resolve_masked_only(self.config, masked_positions_only, labels)
-        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
-                        output_hidden_states)
+        out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
+                          output_hidden_states)
         logits, loss = masked_lm_logits_and_loss(self.mlm_head, out.last_hidden_state, labels, masked_only)
         return MaskedLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions)
 
@@ -365,8 +404,8 @@ class BertForNextSentencePrediction(BertPreTrainedModel):
         output_hidden_states: bool | None = None,
         **kwargs,
     ) -> NextSentencePredictorOutput:
-        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
-                        output_hidden_states)
+        out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
+                          output_hidden_states)
         logits = self.nsp_head(out.pooler_output)  # (B, 2)
         loss = None
         if labels is not None:
@@ -412,8 +451,8 @@ class BertForSequenceClassification(BertClassifierBase):
         output_hidden_states: bool | None = None,
         **kwargs,
     ) -> SequenceClassifierOutput:
-        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
-                        output_hidden_states)
+        out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
+                          output_hidden_states)
         logits = self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
         loss = self.loss_function(labels, logits, self.config) if labels is not None else None
         return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
@@ -440,12 +479,25 @@ class BertForTokenClassification(BertClassifierBase):
         output_hidden_states: bool | None = None,
         **kwargs,
     ) -> TokenClassifierOutput:
-        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
-                        output_hidden_states)
+        out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
+                          output_hidden_states)
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, num_labels)
         loss = self.loss_function(logits, labels, self.config) if labels is not None else None
         return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
                                      attentions=out.attentions)
+
+
+def span_loss(logits: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of the answer boundary ``positions`` ``(B,)`` (or ``(B, 1)``) under ``logits`` ``(B, T)``.
+
+    As transformers' BERT: positions are clamped to ``[0, T]`` and ``T`` (a position outside the input, e.g.
+    an answer cut off by the window) is ignored. A batch where every position is ignored has loss 0 (with no
+    gradient to the logits' values), not the NaN of an empty mean.
+    """
+    length = logits.shape[1]
+    positions = positions.reshape(-1).to(logits.device).clamp(0, length)  # (B,); `length` = ignored
+    total = nn.functional.cross_entropy(logits.float(), positions, ignore_index=length, reduction="sum")
+    return total / (positions != length).sum().clamp(min=1)
 
 
 class BertForQuestionAnswering(BertPreTrainedModel):
@@ -473,12 +525,12 @@ class BertForQuestionAnswering(BertPreTrainedModel):
         output_hidden_states: bool | None = None,
         **kwargs,
     ) -> QuestionAnsweringModelOutput:
-        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
-                        output_hidden_states)
+        out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
+                          output_hidden_states)
         start_logits, end_logits = self.qa_outputs(out.last_hidden_state).unbind(-1)  # (B, T) each
         loss = None
         if start_positions is not None and end_positions is not None:
-            loss = self.loss_function(start_logits, end_logits, start_positions, end_positions)
+            loss = (span_loss(start_logits, start_positions) + span_loss(end_logits, end_positions)) / 2
         return QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits.contiguous(),
                                             end_logits=end_logits.contiguous(), hidden_states=out.hidden_states,
                                             attentions=out.attentions)
@@ -511,8 +563,8 @@ class BertForMultipleChoice(BertClassifierBase):
         def flat(t):  # (B, C, T) -> (B * C, T)
             return t.flatten(0, 1) if t is not None and t.dim() == 3 else t
 
-        out = self.bert(flat(input_ids), flat(attention_mask), flat(token_type_ids), flat(position_ids),
-                        output_attentions, output_hidden_states)
+        out = base_output(self.bert, flat(input_ids), flat(attention_mask), flat(token_type_ids),
+                          flat(position_ids), output_attentions, output_hidden_states)
         logits = self.classifier(self.dropout(out.pooler_output)).view(-1, num_choices)  # (B, C)
         loss = None
         if labels is not None:

@@ -31,8 +31,9 @@ from transformers.utils.generic import can_return_tuple
 
 from .cache_naming import cache_field, given_cache, output_cache
 from .configuration_transformer import TransformerConfig, TransformerConfigBase, TransformerLMConfig
-from .input_checks import check_input_ids, check_source_ids, current_mask
-from .multi_head_attention import attention_bias
+from .input_checks import check_input_ids, check_source_ids, current_mask, is_tracing
+from .multi_head_attention import attention_mask as build_attention_mask
+from .output_flags import output_flags, structured
 from .positional_encoding import build_positional_encoding, position_ids_from_mask
 from .source_vocabulary import SourceVocabularyMixin
 from .teacher_forcing import shift_tokens_right, token_cross_entropy
@@ -42,7 +43,8 @@ from .transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
 class TransformerEmbeddings(nn.Module):
     r"""Input of a stack: :math:`\mathrm{Dropout}(E[w] \cdot \sqrt{d_{model}} + PE(pos))` (sections 3.4, 3.5).
 
-    ``embed_tokens`` is passed in, so the encoder and decoder can share one matrix.
+    ``embed_tokens`` is passed in, so the encoder and decoder can share one matrix. ``inputs_embeds``
+    replaces the lookup :math:`E[w]` (the output of ``get_input_embeddings()``; the scale still applies).
     """
 
     def __init__(self, config: TransformerConfigBase, embed_tokens: nn.Embedding):
@@ -54,14 +56,37 @@ class TransformerEmbeddings(nn.Module):
         )
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, input_ids: torch.LongTensor, position_ids: torch.LongTensor) -> torch.Tensor:
-        tokens = self.embed_tokens(input_ids) * self.scale  # (B, T, d)
+    def forward(
+        self, input_ids: torch.LongTensor | None, position_ids: torch.LongTensor,
+        inputs_embeds: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        tokens = (self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds) * self.scale  # (B, T, d)
         return self.dropout(tokens + self.embed_positions(position_ids).to(tokens.dtype))  # (B, T, d)
 
 
 def final_norm(config: TransformerConfigBase) -> nn.LayerNorm | None:
     """Pre-norm stacks end with a LayerNorm (their last sub-layer output is not normalised); post-norm ones don't."""
     return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.normalize_before else None
+
+
+def ids_or_embeds(input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, prefix: str = "") -> torch.Tensor:
+    """The one of ``input_ids`` ``(B, T)`` / ``inputs_embeds`` ``(B, T, d)`` that was given (exactly one must be)."""
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError(f"Give exactly one of `{prefix}input_ids` and `{prefix}inputs_embeds` "
+                         f"(got {'both' if input_ids is not None else 'neither'}).")
+    if inputs_embeds is not None and inputs_embeds.dim() != 3:
+        raise ValueError(f"`{prefix}inputs_embeds` must have shape (batch_size, sequence_length, d_model), "
+                         f"got {tuple(inputs_embeds.shape)}.")
+    return input_ids if input_ids is not None else inputs_embeds
+
+
+def cache_lengths(cache: Cache | None, length: int) -> tuple[int | torch.Tensor, int]:
+    """``(past, keys)``: the number of cached positions (a 0-d tensor for a static cache, so that a traced
+    graph does not read it) and the number of keys the self-attention sees after adding ``length`` new ones
+    (``past + length``, or a static cache's fixed size, whose unfilled slots the causal mask hides)."""
+    if cache is None:
+        return 0, length
+    return cache.get_seq_length(), cache.get_mask_sizes(length, 0)[0]
 
 
 class TransformerEncoder(nn.Module):
@@ -83,19 +108,25 @@ class TransformerEncoder(nn.Module):
         attention_mask: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
+        inputs_embeds: torch.Tensor | None = None,
         **kwargs,
     ) -> BaseModelOutput:
-        """``input_ids`` ``(B, S)``, ``attention_mask`` ``(B, S)`` (0 = padding). Returns ``last_hidden_state``
-        ``(B, S, d_model)``, ``hidden_states`` (``N + 1`` tensors) and ``attentions`` (``N`` × ``(B, H, S, S)``)."""
-        check_source_ids(input_ids, self.config)
-        mask = current_mask(attention_mask, input_ids)
-        length = input_ids.shape[1]
-        x = self.embeddings(input_ids, position_ids_from_mask(mask, 0, length, input_ids.device))  # (B, S, d)
-        bias = attention_bias(mask, length, length, causal=False, dtype=x.dtype, device=x.device)
+        """``input_ids`` ``(B, S)`` (or ``inputs_embeds`` ``(B, S, d_model)``), ``attention_mask`` ``(B, S)``
+        (0 = padding). Returns ``last_hidden_state`` ``(B, S, d_model)``, ``hidden_states`` (``N + 1`` tensors:
+        the embeddings and every layer's output) and ``attentions`` (``N`` × ``(B, H, S, S)``)."""
+        output_hidden_states, output_attentions = output_flags(self.config, output_hidden_states, output_attentions)
+        source = ids_or_embeds(input_ids, inputs_embeds)
+        if input_ids is not None:
+            check_source_ids(input_ids, self.config)
+        mask = current_mask(attention_mask, source)
+        length = source.shape[1]
+        positions = position_ids_from_mask(mask, 0, length, source.device)
+        x = self.embeddings(input_ids, positions, inputs_embeds)  # (B, S, d)
+        padding = build_attention_mask(mask, length, length, causal=False)  # (B, 1, 1, S) or None
         hidden_states, attentions = [], []
         for layer in self.layers:
             hidden_states.append(x)
-            x, weights = layer(x, attention_mask=bias, output_attentions=bool(output_attentions))
+            x, weights = layer(x, padding, output_attentions=output_attentions)
             attentions.append(weights)
         if self.final_norm is not None:
             x = self.final_norm(x)
@@ -108,7 +139,12 @@ class TransformerEncoder(nn.Module):
 
 class TransformerDecoder(nn.Module):
     """``N`` decoder layers over the embedded target prefix, with the causal mask (position ``t`` sees
-    positions ``<= t`` only). ``cross_attention=False`` gives the decoder-only language model."""
+    positions ``<= t`` only). ``cross_attention=False`` gives the decoder-only language model.
+
+    The cache may be a ``DynamicCache`` (keys grow by concatenation) or a ``StaticCache`` (fixed-size
+    buffers written in place, for ``torch.compile``; ``generate(cache_implementation="static")``); an
+    encoder-decoder wraps two of them in an ``EncoderDecoderCache``.
+    """
 
     def __init__(self, config: TransformerConfigBase, embed_tokens: nn.Embedding, cross_attention: bool):
         super().__init__()
@@ -124,6 +160,10 @@ class TransformerDecoder(nn.Module):
     def new_cache(self) -> Cache:
         return EncoderDecoderCache(DynamicCache(), DynamicCache()) if self.cross_attention else DynamicCache()
 
+    def checkpointing(self) -> bool:
+        """Whether the layers run under gradient checkpointing now (which drops their cache)."""
+        return self.training and torch.is_grad_enabled() and any(layer.gradient_checkpointing for layer in self.layers)
+
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -135,45 +175,61 @@ class TransformerDecoder(nn.Module):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         cache: Cache | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        **kwargs,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         """
         Args:
-            input_ids: ``(B, T)`` the newest target tokens (all of them without a cache).
-            attention_mask: ``(B, past + T)``, 0 = padding (left padding of decoder-only prompts).
+            input_ids: ``(B, T)`` the newest target tokens (all of them without a cache); or ``inputs_embeds``
+                ``(B, T, d_model)``.
+            attention_mask: ``(B, past + T)``, 0 = padding (left padding of decoder-only prompts); or a prepared
+                4-D mask ``(B | 1, 1, T, keys)`` (boolean or additive, as ``generate`` builds for a static
+                cache), used as it is.
             encoder_hidden_states: ``(B, S, d_model)``; encoder_attention_mask ``(B, S)``.
             past_key_values: the cache of earlier steps, extended in place (or ``cache``, the name transformers
                 >= 5.24 uses and returns it under).
+            position_ids: ``(B | 1, T)``; default: counted from the 2-D ``attention_mask`` (padding does not
+                shift positions), else ``past .. past + T - 1``.
 
         Returns:
             ``last_hidden_state`` ``(B, T, d_model)``, ``past_key_values``, ``hidden_states`` (``N + 1`` ×
-            ``(B, T, d_model)``), ``attentions`` (``N`` × ``(B, H, T, past + T)``), ``cross_attentions``
+            ``(B, T, d_model)``), ``attentions`` (``N`` × ``(B, H, T, keys)``), ``cross_attentions``
             (``N`` × ``(B, H, T, S)``).
         """
-        check_input_ids(input_ids, self.config.vocab_size)
+        output_hidden_states, output_attentions = output_flags(self.config, output_hidden_states, output_attentions)
+        target = ids_or_embeds(input_ids, inputs_embeds)
+        if input_ids is not None:
+            check_input_ids(input_ids, self.config.vocab_size)
         if self.cross_attention and encoder_hidden_states is None:
             raise ValueError("the encoder-decoder's decoder needs `encoder_hidden_states` (the encoder output)")
         use_cache = use_cache if use_cache is not None else self.config.use_cache
         past_key_values = given_cache(past_key_values, cache)
+        if self.checkpointing():  # the checkpointed layers would not fill the cache
+            use_cache, past_key_values = False, None
         if use_cache and past_key_values is None:
             past_key_values = self.new_cache()
-        past = past_key_values.get_seq_length() if past_key_values is not None else 0
-        length = input_ids.shape[1]
-        if attention_mask is not None and attention_mask.shape != (input_ids.shape[0], past + length):
+        batch, length = target.shape[:2]
+        past, key_length = cache_lengths(past_key_values, length)
+        padding = attention_mask if attention_mask is None or attention_mask.dim() == 2 else None
+        if padding is not None and not is_tracing() and padding.shape != (batch, int(past) + length):
             raise ValueError(f"`attention_mask` must have shape (batch, past + new tokens) = "
-                             f"{(input_ids.shape[0], past + length)}, got {tuple(attention_mask.shape)}")
-        x = self.embeddings(input_ids, position_ids_from_mask(attention_mask, past, length, input_ids.device))
-        self_bias = attention_bias(attention_mask, length, past + length, causal=True, dtype=x.dtype, device=x.device)
-        cross_bias = None
+                             f"{(batch, int(past) + length)}, got {tuple(padding.shape)}")
+        if position_ids is None:
+            position_ids = position_ids_from_mask(padding, past, length, target.device)
+        x = self.embeddings(input_ids, position_ids, inputs_embeds)  # (B, T, d)
+        self_mask = attention_mask if padding is None and attention_mask is not None else build_attention_mask(
+            padding, length, key_length, causal=True, query_offset=past, device=x.device)
+        cross_mask = None
         if self.cross_attention:
-            source = encoder_hidden_states.shape[1]
-            cross_bias = attention_bias(encoder_attention_mask, length, source, False, x.dtype, x.device)
+            source_mask = current_mask(encoder_attention_mask, encoder_hidden_states)
+            cross_mask = build_attention_mask(source_mask, length, encoder_hidden_states.shape[1], causal=False)
         hidden_states, self_attentions, cross_attentions = [], [], []
         for layer in self.layers:
             hidden_states.append(x)
-            x, self_weights, cross_weights = layer(
-                x, attention_mask=self_bias, encoder_hidden_states=encoder_hidden_states,
-                encoder_attention_mask=cross_bias, **cache_field(past_key_values),
-                output_attentions=bool(output_attentions),
+            x, self_weights, cross_weights = layer(  # tensors positional: see TransformerDecoderLayer.forward
+                x, self_mask, encoder_hidden_states, cross_mask, **cache_field(past_key_values),
+                output_attentions=output_attentions,
             )
             self_attentions.append(self_weights)
             cross_attentions.append(cross_weights)
@@ -195,18 +251,24 @@ class TransformerPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
     _supports_sdpa = True
+    # no value-dependent branch, no `.item()` on a traced path: forward and static-cache decoding compile whole
+    _can_compile_fullgraph = True
     _no_split_modules = ["TransformerEncoderLayer", "TransformerDecoderLayer"]
 
     @torch.no_grad()
     def _init_weights(self, module):
         """Xavier-uniform linear maps with zero biases (as in the reference implementations), embeddings
-        from ``N(0, 1/d_model)`` so that the scaled embeddings have unit variance, LayerNorms at (1, 0)."""
+        from ``N(0, 1/d_model)`` so that the scaled embeddings have unit variance, LayerNorms (also the
+        Add & Norm sub-layers, whose class name does not say LayerNorm) at (1, 0)."""
         if isinstance(module, nn.Linear):
             init.xavier_uniform_(module.weight)
             if module.bias is not None:
                 init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
             init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5)
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
         else:
             super()._init_weights(module)
 
@@ -258,12 +320,18 @@ class TransformerModel(SourceVocabularyMixin, TransformerPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         cache: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        decoder_position_ids: torch.LongTensor | None = None,
         **kwargs,
     ) -> Seq2SeqModelOutput:
-        """``input_ids`` ``(B, S)`` source, ``decoder_input_ids`` ``(B, T)`` target prefix; ``encoder_outputs``
-        (from an earlier call or ``generate``) skips the encoder. Shapes as in the two stacks' docs."""
+        """``input_ids`` ``(B, S)`` source (or ``inputs_embeds`` ``(B, S, d_model)``), ``decoder_input_ids``
+        ``(B, T)`` target prefix (or ``decoder_inputs_embeds``); ``encoder_outputs`` (from an earlier call or
+        ``generate``) skips the encoder. Shapes as in the two stacks' docs."""
+        output_hidden_states, output_attentions = output_flags(self.config, output_hidden_states, output_attentions)
         if encoder_outputs is None:
-            encoder_outputs = self.encoder(input_ids, attention_mask, output_attentions, output_hidden_states)
+            encoder_outputs = self.encoder(input_ids, attention_mask, output_attentions, output_hidden_states,
+                                           inputs_embeds=inputs_embeds)
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs)
         decoder_outputs = self.decoder(
@@ -271,6 +339,7 @@ class TransformerModel(SourceVocabularyMixin, TransformerPreTrainedModel):
             encoder_hidden_states=encoder_outputs.last_hidden_state, encoder_attention_mask=attention_mask,
             past_key_values=given_cache(past_key_values, cache), use_cache=use_cache,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            position_ids=decoder_position_ids, inputs_embeds=decoder_inputs_embeds,
         )
         return Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
@@ -352,6 +421,9 @@ class TransformerForConditionalGeneration(SourceVocabularyMixin, TransformerPreT
         output_hidden_states: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
         cache: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        decoder_position_ids: torch.LongTensor | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         """
@@ -363,13 +435,15 @@ class TransformerForConditionalGeneration(SourceVocabularyMixin, TransformerPreT
             ``Seq2SeqLMOutput``: ``loss`` (label-smoothed with ``config.label_smoothing``), ``logits``
             ``(B, T, vocab_size)`` and the fields of :class:`TransformerModel`.
         """
-        if labels is not None and decoder_input_ids is None:
+        if labels is not None and decoder_input_ids is None and decoder_inputs_embeds is None:
             decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
-        out = self.model(
-            input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+        out = structured(
+            self.model, input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask, encoder_outputs=encoder_outputs,
             past_key_values=given_cache(past_key_values, cache), use_cache=use_cache,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            inputs_embeds=inputs_embeds, decoder_inputs_embeds=decoder_inputs_embeds,
+            decoder_position_ids=decoder_position_ids,
         )
         logits = self.lm_head(out.last_hidden_state)  # (B, T, V)
         loss = None
@@ -428,6 +502,9 @@ class TransformerForCausalLM(TransformerPreTrainedModel, GenerationMixin):
         output_hidden_states: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
         cache: Cache | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        shift_labels: torch.LongTensor | None = None,
         **kwargs,
     ) -> CausalLMOutputWithPast:
         """
@@ -435,8 +512,12 @@ class TransformerForCausalLM(TransformerPreTrainedModel, GenerationMixin):
             input_ids: ``(B, T)``; with ``past_key_values`` (or ``cache``, the name of transformers >= 5.24),
                 only the tokens after the cached ones.
             attention_mask: ``(B, past + T)``, 0 = padding (left-pad prompts for batched generation).
+            position_ids: ``(B | 1, T)``, default: counted from ``attention_mask`` (``generate`` passes them).
+            inputs_embeds: ``(B, T, d_model)`` instead of ``input_ids`` (``get_input_embeddings()(ids)`` gives
+                the same result as ``ids``).
             labels: ``(B, T)``, shifted inside (token ``t`` predicts ``t + 1``), ``-100`` ignored.
-                Pass ``shift_labels`` instead to give already-aligned targets (contiguous text windows).
+            shift_labels: ``(B, T)`` already-aligned targets (token ``t`` predicts ``shift_labels[:, t]``),
+                as sequence-parallel training passes them; they take precedence over ``labels``.
 
         Returns:
             ``CausalLMOutputWithPast``: ``loss``, ``logits`` ``(B, T, vocab_size)``, the ``DynamicCache``,
@@ -444,15 +525,15 @@ class TransformerForCausalLM(TransformerPreTrainedModel, GenerationMixin):
         """
         out = self.model(
             input_ids, attention_mask=attention_mask, past_key_values=given_cache(past_key_values, cache),
-            use_cache=use_cache,
+            use_cache=use_cache, position_ids=position_ids, inputs_embeds=inputs_embeds,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
         )
         logits = self.lm_head(out.last_hidden_state)  # (B, T, V)
         loss, smoothing = None, self.config.label_smoothing
-        if labels is not None:
+        if shift_labels is not None:
+            loss = token_cross_entropy(logits, shift_labels, smoothing, num_items_in_batch)
+        elif labels is not None:
             loss = token_cross_entropy(logits[:, :-1], labels[:, 1:], smoothing, num_items_in_batch)
-        elif kwargs.get("shift_labels") is not None:
-            loss = token_cross_entropy(logits, kwargs["shift_labels"], smoothing, num_items_in_batch)
         return CausalLMOutputWithPast(
             loss=loss, logits=logits, **cache_field(output_cache(out)),
             hidden_states=out.hidden_states, attentions=out.attentions,

@@ -2,8 +2,10 @@
 
 The product itself goes through transformers' attention interface, so ``attn_implementation="eager"``
 runs :func:`scaled_dot_product_attention` below and ``"sdpa"`` runs ``torch``'s fused kernel, with the
-same result. Masks are additive float tensors ``(batch | 1, 1, query_len, key_len)`` built by
-:func:`attention_bias`.
+same result. A mask is either boolean (True = may attend), built by :func:`attention_mask` from small
+tensors by broadcasting, or an additive float tensor built by :func:`attention_bias`; both have shape
+``(batch | 1, 1, query_len, key_len)``. A causal self-attention over ``T`` queries and the same ``T`` keys
+needs no mask at all: the module's ``is_causal`` lets the kernel apply it (``is_causal`` of torch's sdpa).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import torch
 from torch import nn
 from transformers.cache_utils import Cache, EncoderDecoderCache
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from .input_checks import is_tracing
 
 
 def scaled_dot_product_attention(
@@ -22,17 +26,27 @@ def scaled_dot_product_attention(
     attention_mask: torch.Tensor | None,
     scaling: float,
     dropout: float = 0.0,
+    is_causal: bool | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r""":math:`\mathrm{Attention}(Q, K, V) = \mathrm{softmax}(Q K^\top / \sqrt{d_k} + M)\, V` (the eager path).
 
-    ``query`` ``(B, H, T, d_k)``, ``key``/``value`` ``(B, H, S, d_k)``, ``attention_mask`` ``M`` additive,
-    broadcastable to ``(B, H, T, S)``. Returns the output ``(B, T, H, d_k)`` and the weights ``(B, H, T, S)``.
+    ``query`` ``(B, H, T, d_k)``, ``key``/``value`` ``(B, H, S, d_k)``. ``attention_mask`` ``M`` is additive
+    (float) or boolean (True = may attend), broadcastable to ``(B, H, T, S)``; without one, ``is_causal`` (else
+    ``module.is_causal``) hides the future of ``T == S`` queries, as torch's sdpa does. A query that may attend
+    to no key gets zero weights, as in torch's sdpa. Returns the output ``(B, T, H, d_k)`` and the weights
+    ``(B, H, T, S)``.
     """
     scores = torch.matmul(query, key.transpose(-2, -1)) * scaling  # (B, H, T, S)
-    if attention_mask is not None:
-        scores = scores + attention_mask
-    weights = nn.functional.dropout(scores.softmax(dim=-1), p=dropout, training=module.training)
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", False)
+    if attention_mask is None and causal and query.shape[2] > 1:
+        attention_mask = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).tril()  # (T, S)
+    if attention_mask is not None and attention_mask.dtype == torch.bool:
+        scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+        weights = scores.softmax(dim=-1).masked_fill(~attention_mask, 0.0)  # rows with no key: all 0
+    else:
+        weights = (scores if attention_mask is None else scores + attention_mask).softmax(dim=-1)
+    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
     output = torch.matmul(weights, value)  # (B, H, T, d_k)
     return output.transpose(1, 2).contiguous(), weights  # (B, T, H, d_k)
 
@@ -51,19 +65,61 @@ def attention_bias(
     the ``T`` queries are the last ``T`` of the ``S`` positions (earlier ones come from the cache), so
     query ``i`` sees keys ``j <= S - T + i``. Returns ``(B | 1, 1, T, S)``, or None when nothing is hidden
     (no padding, and one query or no causal mask): the kernels then run without a mask, which is the
-    common case of every decoding step over unpadded sources.
+    common case of every decoding step over unpadded sources. When tracing (``torch.compile``, export)
+    a given padding mask is always kept: whether it hides anything depends on its values.
     """
     allowed = None
-    if key_padding_mask is not None and not bool(key_padding_mask.all()):
+    if key_padding_mask is not None and (is_tracing() or not bool(key_padding_mask.all())):
         allowed = key_padding_mask[:, None, None, :].bool()  # (B, 1, 1, S)
     if causal and query_length > 1:
-        past = key_length - query_length
-        future = torch.ones(query_length, key_length, dtype=torch.bool, device=device).triu(past + 1)
-        allowed = ~future[None, None] if allowed is None else allowed & ~future  # (B | 1, 1, T, S)
+        allowed = causal_allowed(query_length, key_length, key_length - query_length, device, allowed)
     if allowed is None:
         return None
     bias = torch.zeros(allowed.shape, dtype=dtype, device=device)
     return bias.masked_fill(~allowed, torch.finfo(dtype).min)
+
+
+def causal_allowed(
+    query_length: int, key_length: int, query_offset: int | torch.Tensor, device: torch.device,
+    allowed: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``(B | 1, 1, T, S)`` boolean: query ``i`` (at position ``query_offset + i``) may see key ``j`` iff
+    ``j <= query_offset + i``, and'ed with ``allowed`` when given. Built by comparing two ``arange`` ranges, so
+    ``query_offset`` may be a 0-d tensor (a static cache's length) without reading its value."""
+    query_positions = torch.arange(query_length, device=device) + query_offset  # (T,)
+    causal = torch.arange(key_length, device=device)[None, :] <= query_positions[:, None]  # (T, S)
+    return causal[None, None] if allowed is None else allowed & causal
+
+
+def attention_mask(
+    key_padding_mask: torch.Tensor | None,
+    query_length: int,
+    key_length: int,
+    causal: bool,
+    query_offset: int | torch.Tensor = 0,
+    device: torch.device | None = None,
+) -> torch.Tensor | None:
+    """The boolean mask (True = may attend) ``(B | 1, 1, T, S)`` of an attention, or None when none is needed.
+
+    ``key_padding_mask`` ``(B, L)``, 1 for real keys and 0 for padding, covers the first ``L <= S`` keys
+    (a static cache has ``S`` slots of which the later ones are not filled yet; the causal mask hides them).
+    ``causal``: the ``T`` queries sit at positions ``query_offset .. query_offset + T - 1``. None is returned
+    when nothing is hidden, or when the only thing hidden is the future of ``T == S`` queries starting at 0,
+    which the module's ``is_causal`` applies without a mask. ``device``: where the causal part is built. In eager mode an all-ones padding mask counts as
+    none; when tracing it is kept, so the graph does not depend on its values.
+    """
+    padding = None
+    if key_padding_mask is not None and (is_tracing() or not bool(key_padding_mask.all())):
+        padding = key_padding_mask.bool()
+        if padding.shape[-1] < key_length:  # the unfilled slots of a static cache (hidden by the causal mask)
+            padding = nn.functional.pad(padding, (0, key_length - padding.shape[-1]), value=True)
+        padding = padding[:, None, None, :]  # (B, 1, 1, S)
+    plain_causal = isinstance(query_offset, int) and query_offset == 0 and query_length == key_length
+    if not causal or (padding is None and plain_causal):
+        return padding
+    if padding is None and query_length == 1 and isinstance(query_offset, int) and query_offset == key_length - 1:
+        return None  # one new token that sees every key
+    return causal_allowed(query_length, key_length, query_offset, device, padding)
 
 
 class MultiHeadAttention(nn.Module):
@@ -81,10 +137,11 @@ class MultiHeadAttention(nn.Module):
     and reads it back from ``EncoderDecoderCache.cross_attention_cache`` at every later step.
     """
 
-    is_causal = False  # the causal mask is always passed explicitly in ``attention_mask``
-
-    def __init__(self, config, hidden_size: int, num_heads: int, dropout: float, layer_idx: int | None = None):
+    def __init__(self, config, hidden_size: int, num_heads: int, dropout: float, layer_idx: int | None = None,
+                 is_causal: bool = False):
         super().__init__()
+        # masked self-attention of a decoder: without an explicit mask the kernel hides the future itself
+        self.is_causal = is_causal
         if hidden_size % num_heads:
             raise ValueError(f"hidden size {hidden_size} is not divisible by the number of heads {num_heads}")
         self.config = config

@@ -12,6 +12,8 @@ import math
 import torch
 from torch import nn
 
+from .input_checks import is_tracing
+
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
 
 
@@ -25,7 +27,9 @@ class SinusoidalPositionalEncoding(nn.Module):
     The rows are computed in float32 once and looked up afterwards (each decoding step needs only one
     row per sequence). The table is a cache, not a parameter or buffer: nothing is saved or loaded, it
     grows (doubling) when a later position is asked for, so there is no maximum length, and it is
-    rebuilt on the device of the position ids.
+    rebuilt on the device of the position ids. When tracing (``torch.compile``, export) the rows are
+    computed from the formula instead: the table's size depends on the largest position id, a value the
+    traced graph must not read.
     """
 
     def __init__(self, hidden_size: int, base: float = 10000.0):
@@ -55,15 +59,19 @@ class SinusoidalPositionalEncoding(nn.Module):
         return table
 
     def forward(self, position_ids: torch.LongTensor) -> torch.Tensor:
+        if is_tracing():
+            return self.encode(position_ids)  # (B, T, d)
         table = self.table(int(position_ids.max()) + 1, position_ids.device)
         return nn.functional.embedding(position_ids, table)  # (B, T, d)
 
 
 class LearnedPositionalEmbedding(nn.Embedding):
-    """One trained vector per position ``0 .. max_position_embeddings - 1`` (the paper's alternative)."""
+    """One trained vector per position ``0 .. max_position_embeddings - 1`` (the paper's alternative).
+    Positions past the end raise a ValueError in eager mode (the check reads the ids, so it is skipped when
+    tracing)."""
 
     def forward(self, position_ids: torch.LongTensor) -> torch.Tensor:
-        if int(position_ids.max()) >= self.num_embeddings:
+        if not is_tracing() and int(position_ids.max()) >= self.num_embeddings:
             raise ValueError(
                 f"position {int(position_ids.max())} is past max_position_embeddings={self.num_embeddings} "
                 "of the learned position embeddings; use shorter inputs or a larger max_position_embeddings."
@@ -80,14 +88,15 @@ def build_positional_encoding(kind: str, hidden_size: int, max_positions: int) -
 
 
 def position_ids_from_mask(
-    attention_mask: torch.Tensor | None, past_length: int, length: int, device: torch.device
+    attention_mask: torch.Tensor | None, past_length: int | torch.Tensor, length: int, device: torch.device
 ) -> torch.LongTensor:
     """Positions of the ``length`` newest tokens, ``(batch | 1, length)``.
 
-    Without a mask they are ``past_length, ..., past_length + length - 1``. With a ``(batch, past + length)``
+    Without a mask they are ``past_length, ..., past_length + length - 1`` (``past_length`` may be a 0-d
+    tensor, the length of a static cache). With a ``(batch, past + length)``
     mask they count only real tokens (padding gets position 0), so padding never shifts a position.
     """
     if attention_mask is None:
-        return torch.arange(past_length, past_length + length, device=device)[None]
+        return (torch.arange(length, device=device) + past_length)[None]
     positions = attention_mask.long().cumsum(-1) - 1  # (B, past + T)
     return positions.clamp(min=0)[:, -length:]

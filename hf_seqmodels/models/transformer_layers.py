@@ -79,7 +79,7 @@ class TransformerDecoderLayer(GradientCheckpointingLayer):
     def __init__(self, config, num_heads: int, ffn_dim: int, layer_idx: int, cross_attention: bool):
         super().__init__()
         d, p = config.hidden_size, config.attention_dropout
-        self.self_attn = MultiHeadAttention(config, d, num_heads, p, layer_idx)
+        self.self_attn = MultiHeadAttention(config, d, num_heads, p, layer_idx, is_causal=True)
         self.self_attn_norm = add_norm(config)
         self.cross_attn = MultiHeadAttention(config, d, num_heads, p, layer_idx) if cross_attention else None
         self.cross_attn_norm = add_norm(config) if cross_attention else None
@@ -99,8 +99,12 @@ class TransformerDecoderLayer(GradientCheckpointingLayer):
         """
         Args:
             hidden_states: ``(B, T, d_model)``, the ``T`` newest target positions.
-            attention_mask: causal + padding mask ``(B | 1, 1, T, past + T)``.
-            encoder_hidden_states: encoder output ``(B, S, d_model)`` (enc-dec only).
+            attention_mask: causal + padding mask ``(B | 1, 1, T, keys)`` (boolean or additive; ``keys`` is
+                ``past + T``, or a static cache's size), or None for the plain causal mask of ``T`` queries
+                over themselves.
+            encoder_hidden_states: encoder output ``(B, S, d_model)`` (enc-dec only). Pass it, and every
+                tensor that needs a gradient, positionally: reentrant gradient checkpointing treats only
+                positional arguments as inputs of the checkpointed layer.
             encoder_attention_mask: source padding mask ``(B, 1, 1, S)``.
             past_key_values: the cache this layer extends; the stack passes it under transformers' name
                 (``cache`` from 5.24), the argument its gradient checkpointing drops while training.

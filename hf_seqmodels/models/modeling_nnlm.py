@@ -12,6 +12,7 @@ from transformers.utils.generic import can_return_tuple
 from .cache_naming import cache_field, given_cache
 from .configuration_nnlm import NNLMConfig
 from .input_checks import check_input_ids, current_mask
+from .output_flags import output_flags
 from .state_cache import RecurrentState
 from .stateful_generation import StatefulGenerationMixin
 
@@ -24,6 +25,8 @@ class NNLMPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module):
+        """Every weight uniform in ``[-init_range, init_range]``, every bias zero (also on the meta device and for
+        weights missing from a checkpoint)."""
         r = self.config.init_range
         if isinstance(module, (nn.Linear, nn.Embedding)):
             init.uniform_(module.weight, -r, r)
@@ -35,10 +38,14 @@ class NNLMForCausalLM(NNLMPreTrainedModel, StatefulGenerationMixin):
     """``P(w_t | w_{t-n+1..t-1}) = softmax(b + W x + U tanh(d + H x))``, ``x = [C(w_{t-n+1}); …; C(w_{t-1})]``.
 
     The window of the last ``n - 1`` tokens is the model's state: it is returned as
-    ``past_key_values`` (a :class:`RecurrentState` holding ``(batch, n - 1)`` ids), so a forward pass
+    ``past_key_values`` (a :class:`RecurrentState` holding ``(batch, n - 1)`` ids, or their embeddings
+    ``(batch, n - 1, embedding_size)`` once the model has read ``inputs_embeds``), so a forward pass
     over any number of new tokens continues exactly where the previous one stopped. This is what
     lets ``generate()`` feed one token per step and still give every step its full context, and what
     lets training read contiguous streams without losing context at batch boundaries.
+
+    ``hidden_states`` (``output_hidden_states``): ``(x, tanh(d + H x))``, the concatenated context embeddings
+    ``(batch, time, context_size * embedding_size)`` and the hidden layer ``(batch, time, hidden_size)``.
     """
 
     def __init__(self, config: NNLMConfig):
@@ -63,6 +70,24 @@ class NNLMForCausalLM(NNLMPreTrainedModel, StatefulGenerationMixin):
     def set_output_embeddings(self, new_embeddings):
         self.lm_head = new_embeddings
 
+    def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
+        """transformers' resize of ``C`` and of the output layer ``U, b``, plus the direct connections ``W``
+        (one row per output token): new rows are the mean of the old ones (``mean_resizing``), else drawn as at
+        initialisation."""
+        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        if self.direct is not None and self.direct.out_features != embeddings.num_embeddings:
+            old, rows = self.direct.weight.data, embeddings.num_embeddings
+            new = old[:rows].clone() if rows <= old.shape[0] else torch.cat([old, old.new_empty(rows - old.shape[0], old.shape[1])])
+            if rows > old.shape[0]:
+                added = new[old.shape[0]:]
+                if mean_resizing:
+                    added.copy_(old.mean(dim=0, keepdim=True).expand_as(added))
+                else:
+                    added.uniform_(-self.config.init_range, self.config.init_range)
+            self.direct.weight = nn.Parameter(new, requires_grad=self.direct.weight.requires_grad)
+            self.direct.out_features = rows
+        return embeddings
+
     @property
     def context_fill_id(self) -> int:
         """The id read before the first token and at padded positions: the pad id (0 if unset)."""
@@ -80,7 +105,9 @@ class NNLMForCausalLM(NNLMPreTrainedModel, StatefulGenerationMixin):
         past_key_values: RecurrentState | None = None,
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
+        output_hidden_states: bool | None = None,
         cache: RecurrentState | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
         **kwargs,
     ) -> CausalLMOutputWithPast:
         """
@@ -88,34 +115,64 @@ class NNLMForCausalLM(NNLMPreTrainedModel, StatefulGenerationMixin):
             input_ids: ``(batch, time)``.
             attention_mask: 0 at padding; padded tokens are read as the pad id, the same token that
                 fills the context before a sequence starts, so left padding never changes a result.
-            past_key_values: the last ``n - 1`` ids of earlier calls (None: the initial context); also
+            past_key_values: the last ``n - 1`` tokens of earlier calls (None: the initial context); also
                 accepted as ``cache``, the name transformers >= 5.24 uses.
-            labels: shifted inside like every causal LM; or give ``shift_labels``.
+            labels: shifted inside like every causal LM; ``shift_labels`` (already aligned) take their place.
+            inputs_embeds: ``(batch, time, embedding_size)`` rows of ``C`` (or any vectors) instead of ids.
 
         Returns:
-            ``logits`` ``(batch, time, vocab_size)`` and the new context as ``past_key_values`` (``cache``
-            with transformers >= 5.24).
+            ``logits`` ``(batch, time, vocab_size)``, the new context as ``past_key_values`` (``cache``
+            with transformers >= 5.24) and, with ``output_hidden_states``, ``(x, tanh(d + H x))``.
         """
         past_key_values = given_cache(past_key_values, cache)
-        check_input_ids(input_ids, self.config.vocab_size)
         use_cache = use_cache if use_cache is not None else self.config.use_cache
-        batch, time = input_ids.shape
+        output_hidden_states, _ = output_flags(self.config, output_hidden_states)
+        tokens = self._tokens(input_ids, inputs_embeds, attention_mask)  # (B, T) ids or (B, T, m) vectors
+        batch, time = tokens.shape[:2]
         n_ctx = self.config.context_size
-        mask = current_mask(attention_mask, input_ids)
-        if mask is not None:
-            input_ids = input_ids.masked_fill(~mask, self.context_fill_id)
-        context = past_key_values[0] if past_key_values is not None else self.initial_context(batch, input_ids.device)
-        stream = torch.cat([context, input_ids], dim=1)  # (B, n-1 + T)
-        windows = stream.unfold(1, n_ctx, 1)[:, 1:]  # (B, T, n-1): the n-1 tokens ending at each position
-        x = self.embed_tokens(windows).reshape(batch, time, -1)  # (B, T, (n-1) * m)
-        h = self.dropout(torch.tanh(self.hidden(x)))  # (B, T, h)
-        logits = self.lm_head(h)  # (B, T, V)
+        context = past_key_values.initial_or(batch) if past_key_values is not None else None
+        context = self.initial_context(batch, tokens.device) if context is None else context[0]
+        if tokens.dim() == 3 or context.dim() == 3:  # vectors: the context is kept as vectors from now on
+            tokens, context = (t if t.dim() == 3 else self.embed_tokens(t) for t in (tokens, context))
+        stream = torch.cat([context, tokens], dim=1)  # (B, n-1 + T) or (B, n-1 + T, m)
+        x = self._windows(stream, time).reshape(batch, time, -1)  # (B, T, (n-1) * m)
+        h = torch.tanh(self.hidden(x))  # (B, T, h)
+        logits = self.lm_head(self.dropout(h))  # (B, T, V)
         if self.direct is not None:
             logits = logits + self.direct(x)
         loss = self.causal_lm_loss(logits, labels, **kwargs)
-        seen = 0 if past_key_values is None else past_key_values.seq_length
-        state = RecurrentState((stream[:, -n_ctx:],), seen + time) if use_cache else None
-        return CausalLMOutputWithPast(loss=loss, logits=logits, **cache_field(state))
+        state = None
+        if use_cache:
+            record = past_key_values is not None and past_key_values.record_past
+            steps = [(stream[:, t + 1 : t + 1 + n_ctx],) for t in range(time)] if record else None
+            state = RecurrentState.after(past_key_values, (stream[:, -n_ctx:],), time, steps)
+        return CausalLMOutputWithPast(loss=loss, logits=logits, **cache_field(state),
+                                      hidden_states=(x, h) if output_hidden_states else None)
+
+    def _tokens(self, input_ids, inputs_embeds, attention_mask) -> torch.Tensor:
+        """The new tokens, ids ``(B, T)`` or vectors ``(B, T, m)``, with padded positions replaced by the
+        context fill token."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of `input_ids` and `inputs_embeds`.")
+        if inputs_embeds is None:
+            check_input_ids(input_ids, self.config.vocab_size)
+            mask = current_mask(attention_mask, input_ids)
+            return input_ids if mask is None else input_ids.masked_fill(~mask, self.context_fill_id)
+        if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != self.config.embedding_size:
+            raise ValueError(f"`inputs_embeds` must have shape (batch_size, sequence_length, embedding_size="
+                             f"{self.config.embedding_size}), got {tuple(inputs_embeds.shape)}.")
+        mask = current_mask(attention_mask, inputs_embeds[..., 0])
+        if mask is None:
+            return inputs_embeds
+        return torch.where(mask[..., None], inputs_embeds, self.embed_tokens.weight[self.context_fill_id])
+
+    def _windows(self, stream: torch.Tensor, time: int) -> torch.Tensor:
+        """The ``n - 1`` tokens ending at each of the last ``time`` positions: ``(B, T, n-1)`` ids looked up in
+        ``C``, or vectors, either way ``(B, T, n-1, m)``."""
+        n_ctx = self.config.context_size
+        if stream.dim() == 2:
+            return self.embed_tokens(stream.unfold(1, n_ctx, 1)[:, 1:])  # (B, T, n-1, m)
+        return stream.unfold(1, n_ctx, 1)[:, 1:].transpose(-1, -2)  # (B, T, m, n-1) -> (B, T, n-1, m)
 
 
 __all__ = ["NNLMPreTrainedModel", "NNLMForCausalLM"]

@@ -22,10 +22,11 @@ from transformers.modeling_outputs import (
 from transformers.utils.generic import can_return_tuple
 
 from .cache_naming import cache_field, given_cache
-from .char_encoder import build_char_encoder, char_output_size, embed_words, fill_char_tables
+from .char_encoder import CharWordEncoder, build_char_encoder, char_output_size, embed_words, fill_char_tables
 from .config_utils import invalid
 from .configuration_rnn import RNNConfig
 from .input_checks import check_input_ids, current_mask
+from .output_flags import output_flags, structured
 from .recurrent_stack import RecurrentStack
 from .state_cache import RecurrentState
 from .stateful_generation import StatefulGenerationMixin
@@ -40,7 +41,9 @@ class RNNModelOutput(ModelOutput):
             (zero at padded positions).
         cache: the final :class:`RecurrentState`, when ``use_cache`` (also readable as ``past_key_values``).
         final_state: the top layer's final ``h``, directions concatenated: ``(batch, D * hidden_size)``.
-        hidden_states: ``(embeddings, top layer outputs)`` when ``output_hidden_states``.
+        hidden_states: when ``output_hidden_states``: the stack's input (embeddings after dropout,
+            ``(batch, time, embedding_size [+ char size])``) and the outputs of each of the ``num_hidden_layers``
+            layers ``(batch, time, D * hidden_size)``; the last one is ``last_hidden_state``.
     """
 
     last_hidden_state: torch.FloatTensor | None = None
@@ -64,7 +67,10 @@ class RNNPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        """Uniform initialisation in ``[-init_range, init_range]`` (Zaremba et al. 2014)."""
+        """Uniform initialisation in ``[-init_range, init_range]`` (Zaremba et al. 2014), zero biases of linear
+        and convolution layers, and an empty character table (no characters for any token until
+        :meth:`bind_tokenizer`). Every parameter and buffer is set, so a model built on the meta device or
+        loaded with missing weights is fully initialised."""
         r = self.config.init_range
         if isinstance(module, (nn.Linear, nn.Embedding, nn.Conv1d, nn.RNNBase)):
             for name, param in module.named_parameters(recurse=False):
@@ -72,11 +78,32 @@ class RNNPreTrainedModel(PreTrainedModel):
                     init.zeros_(param)
                 else:
                     init.uniform_(param, -r, r)
+        elif isinstance(module, CharWordEncoder):
+            init.zeros_(module.token_chars)
 
     def bind_tokenizer(self, tokenizer) -> None:
         """Fill the character encoder's table of each token's characters from ``tokenizer`` (a no-op
         without a character encoder)."""
         fill_char_tables(self, tokenizer)
+
+    def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
+        """transformers' resize (input embeddings, output layer with its bias, tied or not), plus the
+        character encoder's per-token character table: new tokens have no characters until
+        :meth:`bind_tokenizer`."""
+        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        for module in self.modules():
+            if isinstance(module, CharWordEncoder):
+                module.token_chars = resize_rows(module.token_chars, embeddings.num_embeddings, fill=0)
+        return embeddings
+
+
+def resize_rows(table: torch.Tensor, rows: int, fill: float | torch.Tensor = 0) -> torch.Tensor:
+    """``table`` with its first axis cut or extended to ``rows``; new rows hold ``fill``."""
+    if rows <= table.shape[0]:
+        return table[:rows].clone()
+    extra = table.new_empty((rows - table.shape[0], *table.shape[1:]))
+    extra[:] = fill
+    return torch.cat([table, extra])
 
 
 class RNNModel(RNNPreTrainedModel):
@@ -114,42 +141,83 @@ class RNNModel(RNNPreTrainedModel):
         output_hidden_states: bool | None = None,
         char_input_ids: torch.LongTensor | None = None,
         cache: RecurrentState | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
         **kwargs,
     ) -> RNNModelOutput:
         """
         Args:
-            input_ids: ``(batch, time)`` token ids.
+            input_ids: ``(batch, time)`` token ids (or ``inputs_embeds`` instead).
             attention_mask: ``(batch, time)`` or, during generation, ``(batch, past + time)``;
                 0 marks padding, which never changes the state.
             past_key_values: state from an earlier call to continue from (None: zeros); also accepted as
                 ``cache``, the name transformers >= 5.24 uses.
+            output_hidden_states: return the embeddings and every layer's outputs (default:
+                ``config.output_hidden_states``).
             char_input_ids: ``(batch, time, max_word_length)`` character ids of each token, for a model
                 with a character encoder (default: looked up from the token ids).
+            inputs_embeds: ``(batch, time, embedding_size)`` word vectors instead of ``input_ids``.
         """
         use_cache = use_cache if use_cache is not None else self.config.use_cache
-        past_key_values = given_cache(past_key_values, cache)
-        embeddings, outputs, state = self.encode(input_ids, attention_mask, past_key_values, char_input_ids)
+        output_hidden_states, _ = output_flags(self.config, output_hidden_states)
+        outputs, state, hidden_states = self.encode(
+            input_ids, attention_mask, given_cache(past_key_values, cache), char_input_ids, inputs_embeds,
+            output_hidden_states)
         return RNNModelOutput(
             last_hidden_state=outputs,
             cache=state if use_cache else None,
             final_state=RecurrentStack.last_layer_state(state.tensors[0], self.encoder.num_directions),
-            hidden_states=(embeddings, outputs) if output_hidden_states else None,
+            hidden_states=hidden_states,
         )
 
     def encode(self, input_ids: torch.LongTensor | None, attention_mask: torch.Tensor | None = None,
-               past_key_values: RecurrentState | None = None,
-               char_input_ids: torch.LongTensor | None = None) -> tuple[torch.Tensor, torch.Tensor, RecurrentState]:
-        """:meth:`forward` as plain values: ``(embeddings (B, T, E + C), outputs (B, T, D*H), state)``, ``state``
-        the :class:`RecurrentState` after the last token. The language-model head calls it directly: on every
+               past_key_values: RecurrentState | None = None, char_input_ids: torch.LongTensor | None = None,
+               inputs_embeds: torch.FloatTensor | None = None, output_hidden_states: bool = False,
+               ) -> tuple[torch.Tensor, RecurrentState, tuple[torch.Tensor, ...] | None]:
+        """:meth:`forward` as plain values: ``(outputs (B, T, D*H), state, hidden_states or None)``, ``state`` the
+        :class:`RecurrentState` after the last token. The language-model head calls it directly: on every
         decoding step that saves an output object and the final-state summary, which it does not use."""
-        check_input_ids(input_ids, self.config.vocab_size)
-        mask = current_mask(attention_mask, input_ids)
-        words = embed_words(self.embed_tokens, self.char_encoder, input_ids, char_input_ids)  # (B, T, E + C)
+        words = self._embed(input_ids, char_input_ids, inputs_embeds)  # (B, T, E + C)
+        batch, time = words.shape[:2]
+        mask = current_mask(attention_mask, words[..., 0])
         embeddings = self.dropout(words)
-        state = past_key_values.tensors if past_key_values is not None else None
-        outputs, final = self.encoder(embeddings, state, mask)  # (B, T, D*H)
-        seen = 0 if past_key_values is None else past_key_values.seq_length
-        return embeddings, outputs, RecurrentState(final, seen + input_ids.shape[1])
+        initial = past_key_values.initial_or(batch) if past_key_values is not None else None
+        if past_key_values is not None and past_key_values.record_past and time > 1:
+            outputs, final, layers, steps = self._read_token_by_token(embeddings, initial, mask, output_hidden_states)
+        else:
+            outputs, final, *layers = self.encoder(embeddings, initial, mask, output_layers=output_hidden_states)
+            layers, steps = (layers[0] if layers else None), None
+        state = RecurrentState.after(past_key_values, final, time, steps)
+        return outputs, state, ((embeddings, *layers) if output_hidden_states else None)
+
+    def _embed(self, input_ids, char_input_ids, inputs_embeds) -> torch.Tensor:
+        """``x_t``: the word vectors (looked up, or ``inputs_embeds``) with the character encoding if any."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of `input_ids` and `inputs_embeds`.")
+        if inputs_embeds is None:
+            check_input_ids(input_ids, self.config.vocab_size)
+            return embed_words(self.embed_tokens, self.char_encoder, input_ids, char_input_ids)
+        if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != self.config.embedding_size:
+            raise ValueError(f"`inputs_embeds` must have shape (batch_size, sequence_length, embedding_size="
+                             f"{self.config.embedding_size}), got {tuple(inputs_embeds.shape)}.")
+        if self.char_encoder is None:
+            return inputs_embeds
+        if char_input_ids is None:
+            raise ValueError("With a character encoder (config.char_encoder), `inputs_embeds` need `char_input_ids`: "
+                             "the characters cannot be looked up without token ids.")
+        return torch.cat([inputs_embeds, self.char_encoder(None, char_input_ids)], dim=-1)
+
+    def _read_token_by_token(self, embeddings, state, mask, output_layers: bool):
+        """The stack over one token at a time, keeping the state after each (a recording state, assisted
+        decoding's draft model). Returns outputs, final state, per-layer outputs (or None) and the step states."""
+        outputs, layers, steps = [], [], []
+        for t in range(embeddings.shape[1]):
+            step_mask = None if mask is None else mask[:, t : t + 1]
+            out, state, *per_layer = self.encoder(embeddings[:, t : t + 1], state, step_mask, output_layers=output_layers)
+            outputs.append(out)
+            layers.append(per_layer[0] if per_layer else ())
+            steps.append(state)
+        layer_outputs = tuple(torch.cat(parts, dim=1) for parts in zip(*layers, strict=True)) if output_layers else None
+        return torch.cat(outputs, dim=1), state, layer_outputs, steps
 
 
 class RNNForCausalLM(RNNPreTrainedModel, StatefulGenerationMixin):
@@ -192,29 +260,34 @@ class RNNForCausalLM(RNNPreTrainedModel, StatefulGenerationMixin):
         output_hidden_states: bool | None = None,
         char_input_ids: torch.LongTensor | None = None,
         cache: RecurrentState | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
         **kwargs,
     ) -> CausalLMOutputWithPast:
         """
         Args:
             labels: ``(batch, time)``; shifted inside (token ``t`` predicts ``t+1``), ``-100`` ignored.
-                Pass ``shift_labels`` instead to give already-shifted targets (TBPTT streams).
+                ``shift_labels`` (already aligned targets, e.g. TBPTT streams or sequence parallelism) take
+                their place when given.
+            inputs_embeds: ``(batch, time, embedding_size)`` word vectors instead of ``input_ids`` (also
+                ``generate(inputs_embeds=...)``).
 
         Returns:
-            ``CausalLMOutputWithPast`` with ``logits`` ``(batch, time, vocab_size)`` and the state
+            ``CausalLMOutputWithPast`` with ``logits`` ``(batch, time, vocab_size)``, the state
             as ``past_key_values`` (``cache`` with transformers >= 5.24; ``past_key_values`` can be passed under
-            either name).
+            either name) and, with ``output_hidden_states``, the embeddings and every layer's outputs.
         """
         use_cache = use_cache if use_cache is not None else self.config.use_cache
-        past_key_values = given_cache(past_key_values, cache)
-        embeddings, outputs, state = self.model.encode(input_ids, attention_mask, past_key_values, char_input_ids)
+        output_hidden_states, _ = output_flags(self.config, output_hidden_states)
+        outputs, state, hidden_states = self.model.encode(
+            input_ids, attention_mask, given_cache(past_key_values, cache), char_input_ids, inputs_embeds,
+            output_hidden_states)
         hidden = self.dropout(outputs)
         if self.output_projection is not None:
             hidden = self.output_projection(hidden)
         logits = self.lm_head(hidden)  # (B, T, V)
         loss = self.causal_lm_loss(logits, labels, **kwargs)
         return CausalLMOutputWithPast(
-            loss=loss, logits=logits, **cache_field(state if use_cache else None),
-            hidden_states=(embeddings, outputs) if output_hidden_states else None,
+            loss=loss, logits=logits, **cache_field(state if use_cache else None), hidden_states=hidden_states,
         )
 
 
@@ -243,9 +316,12 @@ class RNNClassifierBase(RNNPreTrainedModel):
         self.classifier = nn.Linear(self.model.encoder.output_size, config.num_labels)
         self.post_init()
 
-    def encode(self, input_ids, attention_mask, output_hidden_states, char_input_ids=None) -> RNNModelOutput:
-        return self.model(input_ids, attention_mask=attention_mask, use_cache=False,
-                          output_hidden_states=output_hidden_states, char_input_ids=char_input_ids)
+    def encode(self, input_ids, attention_mask, output_hidden_states, char_input_ids=None,
+               inputs_embeds=None) -> RNNModelOutput:
+        """The base model's output, structured whatever ``return_dict`` the user asked for."""
+        return structured(self.model, input_ids, attention_mask=attention_mask, use_cache=False,
+                          output_hidden_states=output_hidden_states, char_input_ids=char_input_ids,
+                          inputs_embeds=inputs_embeds)
 
 
 class RNNForSequenceClassification(RNNClassifierBase):
@@ -264,11 +340,12 @@ class RNNForSequenceClassification(RNNClassifierBase):
         labels: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
         char_input_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
         **kwargs,
     ) -> SequenceClassifierOutput:
         """Returns ``logits`` ``(batch, num_labels)``; padding (attention_mask 0) never changes them."""
-        out = self.encode(input_ids, attention_mask, output_hidden_states, char_input_ids)
-        mask = current_mask(attention_mask, input_ids)
+        out = self.encode(input_ids, attention_mask, output_hidden_states, char_input_ids, inputs_embeds)
+        mask = current_mask(attention_mask, out.last_hidden_state[..., 0])
         pooled = pool_outputs(out.last_hidden_state, out.final_state, mask, self.config.pooling)
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
         loss = self.loss_function(labels, logits, self.config) if labels is not None else None
@@ -286,10 +363,11 @@ class RNNForTokenClassification(RNNClassifierBase):
         labels: torch.LongTensor | None = None,
         output_hidden_states: bool | None = None,
         char_input_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
         **kwargs,
     ) -> TokenClassifierOutput:
         """Returns ``logits`` ``(batch, time, num_labels)``; labels ``-100`` are ignored."""
-        out = self.encode(input_ids, attention_mask, output_hidden_states, char_input_ids)
+        out = self.encode(input_ids, attention_mask, output_hidden_states, char_input_ids, inputs_embeds)
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, num_labels)
         loss = self.loss_function(logits, labels, self.config, **kwargs) if labels is not None else None
         return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states)

@@ -5,10 +5,20 @@ through cuDNN/oneDNN in one call, never a Python loop over time steps. It adds w
 need on top: batch-first state tensors, dropout between stacked layers (Zaremba et al. 2014) and
 exact handling of padding in any position (left padding for generation, right padding for
 classification) through packed sequences, and activation checkpointing: after the model's
-``activation_checkpointing_enable()``, a training forward keeps only the stack's inputs and runs the
-stack again in the backward pass (the unit of recomputation is the whole stack: the fused kernel
-runs all its layers in one call). Cells without a fused kernel (the peephole LSTM,
+``activation_checkpointing_enable()`` (``use_reentrant`` True or False), a training forward keeps only the
+stack's inputs and runs the stack again in the backward pass (the unit of recomputation is the whole stack:
+the fused kernel runs all its layers in one call). Cells without a fused kernel (the peephole LSTM,
 :mod:`recurrent_cells`) step through time in Python with the same interface and padding rules.
+
+Per-layer outputs (``output_layers=True``, what ``output_hidden_states`` returns) come from running the
+layers one at a time through the same parameters (``torch.func.functional_call`` on a one-layer module
+built on the meta device), so the state-dict keys of the fused module stay unchanged and the outputs are
+tensors of the graph.
+
+Under ``torch.compile`` the results are the same as in eager mode. The graph breaks are: the fused
+``nn.RNN``/``nn.LSTM``/``nn.GRU`` kernels (dynamo runs them outside the graph unless
+``torch._dynamo.config.allow_rnn``), and, with a padding mask, ``pack_padded_sequence``, whose lengths must
+be on the CPU. The peephole LSTM's loop is traced (unrolled over time steps).
 
 Equations (course notes, ``[h; x]`` concatenation written as two matrices as torch stores them)::
 
@@ -30,10 +40,12 @@ the peephole LSTM.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
+from torch.func import functional_call
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
-from transformers.modeling_layers import GradientCheckpointingLayer
 
+from .input_checks import is_tracing
 from .recurrent_cells import LOOPED_CELLS
 
 FUSED_CELL_TYPES = ("rnn_tanh", "rnn_relu", "lstm", "gru")
@@ -63,7 +75,7 @@ def _build_rnn(cell_type: str, **kwargs) -> nn.RNNBase:
     raise ValueError(f"Invalid `cell_type`={cell_type!r}: expected one of {', '.join(CELL_TYPES)}.")
 
 
-class RecurrentStack(GradientCheckpointingLayer):
+class RecurrentStack(nn.Module):
     """Stacked, optionally bidirectional RNN/LSTM/GRU (or peephole LSTM) over batch-first sequences.
 
     Args:
@@ -75,6 +87,11 @@ class RecurrentStack(GradientCheckpointingLayer):
         bidirectional: run a second stack right-to-left and concatenate the outputs.
         dropout: dropout on the outputs of every layer but the last.
     """
+
+    # Set by the model's `activation_checkpointing_enable()` (with `_gradient_checkpointing_func`): the stack is
+    # checkpointed as a function of flat tensors, so that reentrant checkpointing, which sees only tensors passed
+    # and returned directly, keeps the gradients of the initial and final states too.
+    gradient_checkpointing = False
 
     def __init__(
         self,
@@ -88,6 +105,7 @@ class RecurrentStack(GradientCheckpointingLayer):
         super().__init__()
         self.cell_type = cell_type
         self.looped = cell_type in LOOPED_CELLS
+        self.input_size = input_size
         self.hidden_size = hidden_size
         self.num_layers = num_layers
         self.num_directions = 2 if bidirectional else 1
@@ -100,6 +118,7 @@ class RecurrentStack(GradientCheckpointingLayer):
             dropout=dropout if num_layers > 1 else 0.0,
             batch_first=True,
         )
+        self._layer_templates: list[nn.RNNBase] = []  # one-layer modules on "meta", not registered (no weights)
 
     @property
     def output_size(self) -> int:
@@ -120,7 +139,8 @@ class RecurrentStack(GradientCheckpointingLayer):
         inputs: torch.Tensor,
         state: tuple[torch.Tensor, ...] | None = None,
         mask: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        output_layers: bool = False,
+    ):
         """Run the stack.
 
         Args:
@@ -128,26 +148,74 @@ class RecurrentStack(GradientCheckpointingLayer):
             state: batch-first state from a previous call, or None for zeros.
             mask: ``(batch, time)`` bool, True at real tokens; None when nothing is padded.
                 Padded steps leave the state untouched and get zero outputs.
+            output_layers: also return the outputs of every layer (run one layer at a time).
 
         Returns:
             outputs ``(batch, time, num_directions * hidden_size)`` and the final state, each
-            tensor ``(batch, num_layers * num_directions, hidden_size)``.
+            tensor ``(batch, num_layers * num_directions, hidden_size)``; with ``output_layers`` a third
+            element: the outputs of each layer, ``num_layers`` tensors ``(batch, time, D * hidden_size)``
+            (the last one is ``outputs``).
         """
         if state is None:
             state = self.initial_state(inputs.shape[0], inputs)
-        # torch keeps the layer axis first: (L * D, batch, hidden)
-        torch_state = tuple(s.transpose(0, 1).contiguous() for s in state)
+        if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
+            flat = self._gradient_checkpointing_func(self._run, inputs, mask, output_layers, *state)
+        else:
+            flat = self._run(inputs, mask, output_layers, *state)
+        n = self.num_state_tensors
+        outputs, final = flat[0], tuple(s.transpose(0, 1) for s in flat[1 : 1 + n])
+        return (outputs, final, tuple(flat[1 + n :])) if output_layers else (outputs, final)
+
+    def _run(self, inputs, mask, output_layers: bool, *state) -> tuple[torch.Tensor, ...]:
+        """:meth:`forward` on flat arguments: ``(outputs, *final_state, *layer_outputs)``, the state in torch's
+        layout ``(L * D, batch, hidden)``."""
+        torch_state = tuple(s.transpose(0, 1).contiguous() for s in state)  # torch keeps the layer axis first
+        if not output_layers:
+            outputs, final = self._run_module(self.rnn, inputs, torch_state, mask)
+            return (outputs, *final)
+        x, layer_outputs, finals = inputs, [], []
+        for k in range(self.num_layers):
+            if k > 0:
+                x = F.dropout(x, self.rnn.dropout, self.training)  # between layers, as the fused kernel
+            rows = slice(k * self.num_directions, (k + 1) * self.num_directions)
+            x, final = self._run_module(self._layer(k), x, tuple(s[rows] for s in torch_state), mask)
+            layer_outputs.append(x)  # (B, T, D*H)
+            finals.append(final)
+        final = tuple(torch.cat(parts, dim=0) for parts in zip(*finals, strict=True))
+        return (x, *final, *layer_outputs)
+
+    def _layer(self, k: int):
+        """Layer ``k`` as a callable with the signature of ``self.rnn``, on this stack's parameters."""
+        if not self._layer_templates:
+            kinds = dict(hidden_size=self.hidden_size, num_layers=1, bias=self.rnn.bias, batch_first=True,
+                         bidirectional=self.num_directions == 2)
+            with torch.device("meta"):
+                self._layer_templates = [
+                    _build_rnn(self.cell_type, input_size=self.input_size if i == 0 else self.output_size, **kinds)
+                    for i in range(min(self.num_layers, 2))
+                ]
+        template = self._layer_templates[min(k, 1)]
+        params = {name: getattr(self.rnn, name.replace("_l0", f"_l{k}", 1)) for name, _ in template.named_parameters()}
+
+        def run(*args, **kwargs):
+            return functional_call(template, params, args, kwargs)
+
+        return run
+
+    def _run_module(self, rnn, inputs, torch_state, mask) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """``rnn`` (the stack or one layer) over ``inputs`` from ``torch_state``; returns outputs and the final
+        state as a tuple, in torch's layout."""
         rnn_state = torch_state if has_cell_state(self.cell_type) else torch_state[0]
         if mask is None:
-            outputs, final = self.rnn(inputs, rnn_state)
+            outputs, final = rnn(inputs, rnn_state)
         elif self.looped:  # steps through time and applies the mask itself
-            outputs, final = self.rnn(inputs, rnn_state, mask=mask)
+            outputs, final = rnn(inputs, rnn_state, mask=mask)
         else:
-            outputs, final = self._forward_masked(inputs, rnn_state, mask)
-        final = final if isinstance(final, tuple) else (final,)
-        return outputs, tuple(s.transpose(0, 1) for s in final)
+            outputs, final = self._forward_masked(rnn, inputs, rnn_state, mask)
+        return outputs, final if isinstance(final, tuple) else (final,)
 
-    def _forward_masked(self, inputs, rnn_state, mask):
+    @staticmethod
+    def _forward_masked(rnn, inputs, rnn_state, mask):
         """Move the real tokens of each row to the front, run packed, and move the outputs back.
 
         A row without any real token is run for one (padding) step, as packing needs a length of at
@@ -159,12 +227,12 @@ class RecurrentStack(GradientCheckpointingLayer):
         compact = inputs.gather(1, order.unsqueeze(-1).expand_as(inputs))
         lengths = mask.sum(dim=1).clamp(min=1).cpu()
         packed = pack_padded_sequence(compact, lengths, batch_first=True, enforce_sorted=False)
-        packed_out, final = self.rnn(packed, rnn_state)
+        packed_out, final = rnn(packed, rnn_state)
         outputs, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=time)  # (B, T, D*H)
         restore = torch.argsort(order, dim=1)
         outputs = outputs.gather(1, restore.unsqueeze(-1).expand(batch, time, outputs.shape[-1]))
         empty = ~mask.any(dim=1)  # (B,)
-        if bool(empty.any()):
+        if is_tracing() or bool(empty.any()):  # traced graphs must not branch on values: always reset then
             outputs = outputs.masked_fill(empty[:, None, None], 0.0)
             if isinstance(final, tuple):
                 final = tuple(torch.where(empty[None, :, None], s0, s) for s0, s in zip(rnn_state, final, strict=True))

@@ -15,21 +15,25 @@ decoder's fused kernel over the whole target; the other wirings step through tim
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 from transformers import LogitsProcessorList
+from transformers import initialization as init
 from transformers.modeling_outputs import ModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.utils.generic import can_return_tuple
 
 from .attention_state import AttentionDecoderState, CoveragePenaltyLogitsProcessor
 from .cache_naming import cache_field, given_cache, output_cache
 from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
-from .input_checks import check_input_ids, check_source_ids
+from .input_checks import check_input_ids, check_source_ids, is_tracing
 from .modeling_rnn import RNNPreTrainedModel
+from .output_flags import output_flags, structured
 from .recurrent_stack import RecurrentStack
-from .rnn_attention import attend, build_attention
+from .rnn_attention import attention_weights, build_attention
 from .source_vocabulary import SourceVocabularyMixin
 from .stateful_generation import StatefulGenerationMixin
 from .teacher_forcing import shift_tokens_right, token_cross_entropy
@@ -45,7 +49,9 @@ class RNNSeq2SeqEncoderOutput(ModelOutput):
         final_state: ``(batch, N, encoder_layers * directions, encoder_hidden_size)``, the final ``h`` (and
             ``c``: ``N = 2`` for the cells with a cell state, ``lstm`` and ``peephole_lstm``) of every layer
             and direction.
-        hidden_states: ``(embeddings, memory)`` when ``output_hidden_states``.
+        hidden_states: when ``output_hidden_states``, ``encoder_layers + 1`` tensors: the embeddings
+            ``(batch, src_len, embedding_size)``, then the output of each recurrent layer ``(batch, src_len,
+            directions * encoder_hidden_size)`` (both directions concatenated); the last one is the memory.
     """
 
     last_hidden_state: torch.FloatTensor | None = None
@@ -61,6 +67,19 @@ class RNNSeq2SeqPreTrainedModel(RNNPreTrainedModel):
     # the recurrent stacks, not the encoder and decoder: those hold the embeddings, which accelerate's FSDP2
     # puts in a unit of their own
     _no_split_modules = ["RecurrentStack"]
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """Every parameter of ``module`` itself (not its children): biases of linear layers 0, the rest
+        (embeddings, recurrent and peephole weights, attention and bridge matrices) uniform in
+        ``[-init_range, init_range]``. It also fills tensors created on the ``meta`` device or missing from a
+        checkpoint."""
+        r = self.config.init_range
+        for name, param in module.named_parameters(recurse=False):
+            if name == "bias" and isinstance(module, nn.Linear):
+                init.zeros_(param)
+            else:
+                init.uniform_(param, -r, r)
 
 
 class RNNSeq2SeqEncoder(nn.Module):
@@ -79,16 +98,23 @@ class RNNSeq2SeqEncoder(nn.Module):
             dropout=config.hidden_dropout_prob,
         )
 
+    @can_return_tuple
     def forward(self, input_ids, attention_mask=None, output_hidden_states=None, **kwargs) -> RNNSeq2SeqEncoderOutput:
-        """``input_ids`` ``(batch, src_len)``; ``attention_mask`` 0 marks padding (any side)."""
+        """``input_ids`` ``(batch, src_len)``; ``attention_mask`` 0 marks padding (any side).
+        ``output_hidden_states`` (else ``config.output_hidden_states``): return every layer's output."""
+        output_hidden_states, _ = output_flags(self.config, output_hidden_states)
         check_source_ids(input_ids, self.config)
         mask = source_mask(attention_mask, input_ids.shape)
         embeddings = self.dropout(self.embed_tokens(input_ids))  # (B, S, E)
-        memory, final = self.rnn(embeddings, mask=mask)  # (B, S, D*H_e)
+        if output_hidden_states:
+            layers, final = run_stack_by_layer(self.rnn, embeddings, None, mask)  # L x (B, S, D*H_e)
+            memory, hidden_states = layers[-1], (embeddings, *layers)
+        else:
+            (memory, final), hidden_states = run_stack(self.rnn, embeddings, None, mask), None  # (B, S, D*H_e)
         return RNNSeq2SeqEncoderOutput(
             last_hidden_state=memory,
             final_state=torch.stack(final, dim=1),  # (B, N, L*D, H_e)
-            hidden_states=(embeddings, memory) if output_hidden_states else None,
+            hidden_states=hidden_states,
         )
 
 
@@ -100,9 +126,74 @@ def source_mask(attention_mask: torch.Tensor | None, shape: torch.Size) -> torch
         raise ValueError(f"`attention_mask` must have the source's shape {tuple(shape)}, got "
                          f"{tuple(attention_mask.shape)}.")
     mask = attention_mask.bool()
+    if is_tracing():  # no value-dependent check or shortcut in a compiled/exported graph
+        return mask
     if not bool(mask.any(dim=1).all()):
         raise ValueError("Every source sentence needs at least one real token (`attention_mask` row of zeros).")
     return None if bool(mask.all()) else mask
+
+
+def run_stack(stack: RecurrentStack, inputs: torch.Tensor, state: tuple[torch.Tensor, ...] | None,
+              mask: torch.Tensor | None = None) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+    """``stack(inputs, state, mask=mask)``, with activation checkpointing that also works re-entrant.
+
+    The stack's own checkpointing hands the state tuple to ``torch.utils.checkpoint`` as one argument, which
+    the re-entrant variant does not see as tensors: the gradient to the initial state (the bridge, the previous
+    decoding step) is lost or the graph is walked twice. Here every state tensor is its own argument.
+    """
+    if not (stack.gradient_checkpointing and stack.training and torch.is_grad_enabled()):
+        return stack(inputs, state, mask=mask)
+    plain_forward = getattr(type(stack).forward, "__wrapped__", type(stack).forward)  # without checkpointing
+
+    def run(inputs, *state):
+        outputs, final = plain_forward(stack, inputs, state or None, mask=mask)
+        return (outputs, *final)
+
+    outputs, *final = stack._gradient_checkpointing_func(run, inputs, *(state or ()))
+    return outputs, tuple(final)
+
+
+_LAYER_PARAMETER = re.compile(r"^(.*)_l(\d+)(_reverse)?$")
+
+
+def run_stack_by_layer(stack: RecurrentStack, inputs: torch.Tensor, state: tuple[torch.Tensor, ...] | None,
+                       mask: torch.Tensor | None = None) -> tuple[list[torch.Tensor], tuple[torch.Tensor, ...]]:
+    """The stack run one layer at a time, for ``output_hidden_states``: the fused kernels run all layers in one
+    call and return only the top layer's outputs.
+
+    Layer ``k`` is a one-layer stack of the same kind whose parameters are the stack's ``*_l{k}[_reverse]``
+    (``torch.func.functional_call``: the same tensors, so gradients reach the stack's parameters); dropout
+    between layers as in the fused kernel (its random draws differ in training mode).
+
+    Returns:
+        each layer's outputs ``(batch, time, directions * hidden_size)`` and the final state (tensors
+        ``(batch, num_layers * directions, hidden_size)``), as :meth:`RecurrentStack.forward` returns.
+    """
+    if stack.num_layers == 1:
+        outputs, final = run_stack(stack, inputs, state, mask)
+        return [outputs], final
+    directions, finals, layers = stack.num_directions, [], []
+    for layer in range(stack.num_layers):
+        if layer > 0:
+            inputs = nn.functional.dropout(layers[-1], stack.rnn.dropout, stack.training)
+        params = {}
+        for name, param in stack.rnn.named_parameters():
+            prefix, index, reverse = _LAYER_PARAMETER.match(name).groups()
+            if int(index) == layer:
+                params[f"rnn.{prefix}_l0{reverse or ''}"] = param
+        one_layer = _one_layer_stack(stack.cell_type, inputs.shape[-1], stack.hidden_size, directions).train(stack.training)
+        layer_state = None if state is None else tuple(s[:, layer * directions : (layer + 1) * directions] for s in state)
+        outputs, final = torch.func.functional_call(one_layer, params, (inputs, layer_state), {"mask": mask})
+        layers.append(outputs)
+        finals.append(final)
+    return layers, tuple(torch.cat(parts, dim=1) for parts in zip(*finals, strict=True))
+
+
+@functools.cache
+def _one_layer_stack(cell_type: str, input_size: int, hidden_size: int, directions: int) -> RecurrentStack:
+    """A one-layer stack on the ``meta`` device (no memory), whose parameters :func:`run_stack_by_layer` supplies."""
+    with torch.device("meta"):
+        return RecurrentStack(cell_type, input_size, hidden_size, num_layers=1, bidirectional=directions == 2)
 
 
 class Bridge(nn.Module):
@@ -138,6 +229,26 @@ class Bridge(nn.Module):
         )
 
 
+@dataclass
+class DecoderOutput:
+    """What :class:`AttentionDecoder` returns for ``T`` target tokens.
+
+    Args:
+        outputs: ``o_t`` ``(B, T, output_size)``.
+        weights: the attention ``α`` ``(B, 1, T, S)`` (one head), None without attention.
+        state: the recurrent state after the last token, tensors ``(B, L, H)``.
+        input_feed: ``h̃_T`` ``(B, H)`` (Luong wiring with input feeding), else None.
+        hidden_states: with ``output_hidden_states``, the target embeddings ``(B, T, E)`` and the output of each
+            recurrent layer ``(B, T, H)`` (``L + 1`` tensors), else None.
+    """
+
+    outputs: torch.Tensor
+    weights: torch.Tensor | None
+    state: tuple[torch.Tensor, ...]
+    input_feed: torch.Tensor | None
+    hidden_states: tuple[torch.Tensor, ...] | None
+
+
 class AttentionDecoder(nn.Module):
     """Target embeddings, the decoder's recurrent stack and its attention, wired as in the module docstring."""
 
@@ -156,45 +267,63 @@ class AttentionDecoder(nn.Module):
             self.combine = nn.Linear(memory + hidden, hidden, bias=False)  # W_c
         self.output_size = hidden + memory if self.wiring == "bahdanau" else hidden
 
-    def forward(self, input_ids, memory, mask, state, input_feed, keys):
+    def forward(self, input_ids, memory, mask, state, input_feed, keys, output_hidden_states=False) -> DecoderOutput:
         """Decode ``input_ids`` ``(B, T)`` from ``state`` (tensors ``(B, L, H)``).
 
         Args:
             memory: ``(B, S, M)`` encoder outputs; mask: ``(B, S)`` bool or None.
             input_feed: ``h̃_{t-1}`` ``(B, H)`` (Luong wiring with input feeding only).
             keys: ``self.attention.prepare(memory)`` (None without attention); the caller keeps it across steps.
+            output_hidden_states: also return the output of every layer (the stack then runs layer by layer).
 
-        Returns:
-            outputs ``o_t`` ``(B, T, output_size)``, attention weights ``(B, T, S)`` (None without
-            attention), the new state and the new input feed.
+        The outputs ``o_t`` are computed from the returned attention weights and layer outputs, so those are
+        tensors of the graph (a user can ``retain_grad()`` on them).
         """
         inputs = self.dropout(self.embed_tokens(input_ids))  # (B, T, E)
-        if self.wiring == "none":
-            outputs, state = self.rnn(inputs, state)
-            return outputs, None, state, None
-        if self.wiring == "luong" and not self.input_feeding:
-            top, state = self.rnn(inputs, state)  # fused over the whole target: (B, T, H)
-            outputs, weights = self._attentional_state(top, keys, memory, mask)
-            return outputs, weights, state, None
-        steps = []
-        for t in range(inputs.shape[1]):
-            x_t = inputs[:, t : t + 1]  # (B, 1, E)
-            if self.wiring == "bahdanau":
-                context, weights = attend(self.attention(state[0][:, -1:], keys), memory, mask)  # s_{t-1}: top layer
-                top, state = self.rnn(torch.cat([x_t, context], dim=-1), state)  # (B, 1, H)
-                steps.append((torch.cat([top, context], dim=-1), weights))
-            else:
-                top, state = self.rnn(torch.cat([x_t, input_feed.unsqueeze(1)], dim=-1), state)
-                output, weights = self._attentional_state(top, keys, memory, mask)
-                input_feed = output.squeeze(1)
-                steps.append((output, weights))
-        outputs, weights = (torch.cat(parts, dim=1) for parts in zip(*steps, strict=True))
-        return outputs, weights, state, input_feed
+        run = run_stack_by_layer if output_hidden_states else _run_stack_top
+        if self.wiring == "none" or (self.wiring == "luong" and not self.input_feeding):
+            layers, state = run(self.rnn, inputs, state)  # fused over the whole target: L x (B, T, H)
+            weights = None if self.wiring == "none" else self._weights(layers[-1], keys, mask)
+        else:
+            steps = []
+            for t in range(inputs.shape[1]):
+                x_t = inputs[:, t : t + 1]  # (B, 1, E)
+                if self.wiring == "bahdanau":
+                    weights = self._weights(state[0][:, -1:], keys, mask)  # scored with s_{t-1} (top layer)
+                    layers, state = run(self.rnn, torch.cat([x_t, weights[:, 0] @ memory], dim=-1), state)
+                else:
+                    layers, state = run(self.rnn, torch.cat([x_t, input_feed.unsqueeze(1)], dim=-1), state)
+                    weights = self._weights(layers[-1], keys, mask)
+                    input_feed = self._output(layers[-1], weights, memory).squeeze(1)
+                steps.append((weights, *layers))
+            weights, *layers = (torch.cat(parts, dim=-2) for parts in zip(*steps, strict=True))
+        return DecoderOutput(
+            outputs=self._output(layers[-1], weights, memory),
+            weights=weights,
+            state=state,
+            input_feed=input_feed if self.input_feeding else None,
+            hidden_states=(inputs, *layers) if output_hidden_states else None,
+        )
 
-    def _attentional_state(self, top, keys, memory, mask):
-        """Luong: ``h̃_t = tanh(W_c [c_t; s_t])`` for top-layer states ``(B, T, H)``; returns it and ``α``."""
-        context, weights = attend(self.attention(top, keys), memory, mask)  # (B, T, M), (B, T, S)
-        return torch.tanh(self.combine(torch.cat([context, top], dim=-1))), weights
+    def _weights(self, query, keys, mask):
+        """``α`` ``(B, 1, T, S)`` of the top-layer states ``query`` ``(B, T, H)``."""
+        return attention_weights(self.attention(query, keys), mask).unsqueeze(1)
+
+    def _output(self, top, weights, memory):
+        """``o_t`` from the top-layer states ``(B, T, H)`` and ``α`` ``(B, 1, T, S)``: ``s_t`` (no attention),
+        ``[s_t; c_t]`` (Bahdanau) or ``h̃_t = tanh(W_c [c_t; s_t])`` (Luong), with ``c_t = Σ_i α_{t,i} h_i``."""
+        if self.wiring == "none":
+            return top
+        context = weights[:, 0] @ memory  # (B, T, M)
+        if self.wiring == "bahdanau":
+            return torch.cat([top, context], dim=-1)
+        return torch.tanh(self.combine(torch.cat([context, top], dim=-1)))
+
+
+def _run_stack_top(stack, inputs, state):
+    """:func:`run_stack` with the outputs as a one-element list, the form of :func:`run_stack_by_layer`."""
+    outputs, state = run_stack(stack, inputs, state)
+    return [outputs], state
 
 
 class RNNSeq2SeqModel(SourceVocabularyMixin, RNNSeq2SeqPreTrainedModel):
@@ -248,14 +377,23 @@ class RNNSeq2SeqModel(SourceVocabularyMixin, RNNSeq2SeqPreTrainedModel):
             encoder_outputs: reuse an earlier :class:`RNNSeq2SeqEncoderOutput` instead of ``input_ids``.
             past_key_values: an :class:`AttentionDecoderState` to continue from; it is updated in place. Also
                 accepted as ``cache``, the name transformers >= 5.24 uses (and returns it under).
+            output_attentions, output_hidden_states: the keyword, else ``config.output_attentions`` /
+                ``config.output_hidden_states``.
 
         Returns:
             ``Seq2SeqModelOutput``: ``last_hidden_state`` ``o_t`` ``(batch, tgt_len, output_size)``,
             ``cross_attentions`` ``(α,)`` with ``α`` ``(batch, 1, tgt_len, src_len)`` (one layer, one head)
-            when ``output_attentions``, ``encoder_last_hidden_state`` the memory.
+            when ``output_attentions``, ``encoder_last_hidden_state`` the memory; with ``output_hidden_states``
+            ``encoder_hidden_states`` (source embeddings and the output of each encoder layer, directions
+            concatenated: ``encoder_layers + 1`` tensors) and ``decoder_hidden_states`` (target embeddings and
+            the output ``s_t`` of each decoder layer: ``decoder_layers + 1`` tensors).
         """
+        output_hidden_states, output_attentions = output_flags(self.config, output_hidden_states, output_attentions)
         if encoder_outputs is None:
-            encoder_outputs = self.encoder(input_ids, attention_mask, output_hidden_states=output_hidden_states)
+            encoder_outputs = structured(self.encoder, input_ids, attention_mask,
+                                         output_hidden_states=output_hidden_states)
+        elif not isinstance(encoder_outputs, RNNSeq2SeqEncoderOutput):  # a tuple, as return_dict=False gives it
+            encoder_outputs = RNNSeq2SeqEncoderOutput(*encoder_outputs)
         memory = encoder_outputs.last_hidden_state  # (B, S, M)
         mask = source_mask(attention_mask, memory.shape[:2])
         check_input_ids(decoder_input_ids, self.config.vocab_size, "decoder_input_ids")
@@ -272,19 +410,21 @@ class RNNSeq2SeqModel(SourceVocabularyMixin, RNNSeq2SeqPreTrainedModel):
             keys = past_key_values.attention_keys(memory) if past_key_values is not None else None
             if keys is None:
                 keys = self.decoder.attention.prepare(memory)
-        outputs, weights, state, feed = self.decoder(decoder_input_ids, memory, mask, state, feed, keys)
+        decoded = self.decoder(decoder_input_ids, memory, mask, state, feed, keys, output_hidden_states)
         new_cache = None
         if use_cache:
             new_cache = past_key_values if past_key_values is not None else AttentionDecoderState()
-            new_cache.update(state, feed, weights, mask, decoder_input_ids.shape[1])
+            weights = decoded.weights[:, 0] if decoded.weights is not None else None  # (B, T, S)
+            new_cache.update(decoded.state, decoded.input_feed, weights, mask, decoder_input_ids.shape[1])
             if keys is not None:
                 new_cache.store_attention_keys(memory, keys)
         return Seq2SeqModelOutput(
-            last_hidden_state=outputs,
+            last_hidden_state=decoded.outputs,
             **cache_field(new_cache),
-            cross_attentions=(weights.unsqueeze(1),) if output_attentions and weights is not None else None,
+            decoder_hidden_states=decoded.hidden_states,
+            cross_attentions=(decoded.weights,) if output_attentions and decoded.weights is not None else None,
             encoder_last_hidden_state=memory,
-            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_hidden_states=encoder_outputs.hidden_states if output_hidden_states else None,
         )
 
 
@@ -345,8 +485,8 @@ class RNNSeq2SeqForConditionalGeneration(SourceVocabularyMixin, RNNSeq2SeqPreTra
         ``config.label_smoothing``)."""
         if labels is not None and decoder_input_ids is None:
             decoder_input_ids = shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
-        out = self.model(
-            input_ids, attention_mask, decoder_input_ids, encoder_outputs, given_cache(past_key_values, cache),
+        out = structured(
+            self.model, input_ids, attention_mask, decoder_input_ids, encoder_outputs, given_cache(past_key_values, cache),
             use_cache=use_cache, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
         )
         hidden = self.dropout(out.last_hidden_state)
@@ -357,9 +497,32 @@ class RNNSeq2SeqForConditionalGeneration(SourceVocabularyMixin, RNNSeq2SeqPreTra
         if labels is not None:
             loss = token_cross_entropy(logits, labels, self.config.label_smoothing, kwargs.get("num_items_in_batch"))
         return Seq2SeqLMOutput(
-            loss=loss, logits=logits, **cache_field(output_cache(out)), cross_attentions=out.cross_attentions,
-            encoder_last_hidden_state=out.encoder_last_hidden_state, encoder_hidden_states=out.encoder_hidden_states,
+            loss=loss, logits=logits, **cache_field(output_cache(out)), decoder_hidden_states=out.decoder_hidden_states,
+            cross_attentions=out.cross_attentions, encoder_last_hidden_state=out.encoder_last_hidden_state,
+            encoder_hidden_states=out.encoder_hidden_states,
         )
+
+    def prepare_inputs_for_generation(self, input_ids, next_sequence_length=None, past_key_values=None,
+                                      attention_mask=None, cache=None, **kwargs):
+        """transformers' inputs of one decoding step, plus continuing from a state passed to ``generate``.
+
+        With a state that has read ``n`` target tokens and ``decoder_input_ids`` ``(batch, m)``, ``m > n``, the
+        first step feeds only the ``m - n`` tokens the state has not read (transformers cuts them only when a
+        decoder attention mask tells it the length); ``m <= n`` means only the new tokens were given. A state of
+        ``batch`` rows is repeated for beams or several returned sequences (``batch * k`` rows of ids).
+        """
+        state = given_cache(past_key_values, cache)
+        if state is not None and not state.is_empty and next_sequence_length is None:
+            unread = input_ids.shape[1] - state.get_seq_length()
+            if unread > 0:
+                next_sequence_length = unread
+            if state.batch_size != input_ids.shape[0]:
+                if input_ids.shape[0] % state.batch_size:
+                    raise ValueError(f"The cache holds {state.batch_size} rows, which does not divide the "
+                                     f"{input_ids.shape[0]} rows of `decoder_input_ids`.")
+                state.batch_repeat_interleave(input_ids.shape[0] // state.batch_size)
+        return super().prepare_inputs_for_generation(input_ids, next_sequence_length, state, attention_mask,
+                                                     **kwargs)
 
     def generate(self, inputs=None, generation_config=None, logits_processor=None, coverage_penalty: float = 0.0,
                  **kwargs):

@@ -88,6 +88,14 @@ def build_attention(score: str, query_size: int, memory_size: int, attention_siz
     return LuongAttention(score, query_size, memory_size, attention_size)
 
 
+def attention_weights(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """``α = softmax(e)`` over the real source positions: scores ``(B, T, S)`` -> weights ``(B, T, S)``, exactly 0
+    on padding; ``mask`` ``(B, S)`` bool, True at real source tokens (each row needs one), or None."""
+    if mask is not None:
+        scores = scores.masked_fill(~mask.unsqueeze(1), float("-inf"))
+    return scores.softmax(dim=-1)
+
+
 def attend(
     scores: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -101,7 +109,5 @@ def attend(
     Returns:
         context ``c_t`` ``(B, T, M)`` and weights ``α_{t,i}`` ``(B, T, S)``, exactly 0 on padding.
     """
-    if mask is not None:
-        scores = scores.masked_fill(~mask.unsqueeze(1), float("-inf"))
-    weights = scores.softmax(dim=-1)
+    weights = attention_weights(scores, mask)
     return weights @ memory, weights

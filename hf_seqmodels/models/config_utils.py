@@ -1,12 +1,29 @@
 """Helpers shared by every configuration class of the package: named presets and validation.
 
+Validation is declared, not written per class: :func:`validate_fields` checks every dataclass field of a
+config against
+
+* its **type annotation** (``int`` rejects floats and booleans, ``bool`` rejects strings and numbers, ``float``
+  rejects NaN and infinities, ``X | None`` allows None, ``list[int]`` checks each item), and
+* its **range**, from :data:`FIELD_RANGES` (sizes and counts positive, dropouts probabilities, ...), which a
+  config class extends or overrides with its own ``FIELD_RANGES`` class attribute.
+
+Cross-field rules (``hidden_size % num_attention_heads == 0``, token ids inside the vocabulary, choices
+among names) stay in each config's ``validate_*`` methods. Every violation raises
+:class:`ConfigValidationError` (a ``ValueError``) naming the config class, the field, the value and what is
+allowed; :class:`PresetMixin` runs all of it when a config is built, also by ``from_pretrained``.
+
 This module is copied next to the model code by ``save_pretrained`` (remote code), so it
 imports only the standard library.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+import functools
+import math
+import re
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 
@@ -40,6 +57,113 @@ def check_token_id(field: str, value: int | None, vocab_size: int) -> None:
         raise invalid(field, value, f"None or a token id in [0, vocab_size={vocab_size})")
 
 
+# --------------------------------------------------------------------------- declared field rules
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)
+
+
+_TYPE_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "int": (_is_int, "an integer"),
+    "float": (_is_real, "a finite number"),
+    "bool": (lambda v: isinstance(v, bool), "True or False"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "None": (lambda v: v is None, "None"),
+}
+
+
+def _type_check(annotation: str) -> tuple[Callable[[Any], bool], str] | None:
+    """``(accepts(value), description)`` for an annotation such as ``"int | None"`` or ``"list[int]"``; None when
+    the annotation is not one of the simple forms configs use (then the type is not checked here)."""
+    options = []
+    for part in (p.strip() for p in _split_union(annotation)):
+        container = re.fullmatch(r"(list|tuple)\[(\w+)(?:, \.\.\.)?\]", part)
+        if container:
+            kind, item = container.groups()
+            if item not in _TYPE_CHECKS:
+                return None
+            item_ok, item_text = _TYPE_CHECKS[item]
+            options.append((lambda v, ok=item_ok: isinstance(v, (list, tuple)) and all(ok(i) for i in v),
+                            f"a list of {item_text.removeprefix('an ').removeprefix('a ')}s"))
+        elif part in _TYPE_CHECKS:
+            options.append(_TYPE_CHECKS[part])
+        else:
+            return None
+    if any(text == "a finite number" for _, text in options):  # `float | int` reads as one kind
+        options = [o for o in options if o[1] != "an integer"]
+    return (lambda v: any(ok(v) for ok, _ in options)), " or ".join(text for _, text in options)
+
+
+def _split_union(annotation: str) -> list[str]:
+    """``"int | list[int] | None"`` -> ``["int", "list[int]", "None"]`` (``|`` inside brackets kept)."""
+    parts, depth, current = [], 0, ""
+    for char in annotation:
+        depth += char == "["
+        depth -= char == "]"
+        if char == "|" and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    return [*parts, current]
+
+
+#: Ranges by field name, for every config of the package (a class adds or overrides entries with its own
+#: ``FIELD_RANGES``): ``"positive"`` (> 0), ``"non_negative"`` (>= 0), ``"probability"`` ([0, 1)).
+#: None values are the type rule's business (``X | None``), not the range's.
+FIELD_RANGES: dict[str, str] = {
+    **dict.fromkeys(("vocab_size", "source_vocab_size", "type_vocab_size", "hidden_size", "embedding_size",
+                     "encoder_hidden_size", "attention_hidden_size", "intermediate_size", "d_model",
+                     "num_hidden_layers", "num_attention_heads", "encoder_layers", "decoder_layers",
+                     "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim",
+                     "max_position_embeddings", "context_size", "num_filters", "filter_sizes",
+                     "char_embedding_size", "char_hidden_size", "char_kernel_size", "char_max_word_length",
+                     "init_range", "initializer_range", "layer_norm_eps", "classifier_max_norm"), "positive"),
+    **dict.fromkeys(("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "dropout",
+                     "attention_dropout", "activation_dropout", "label_smoothing"), "probability"),
+}
+
+_RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "positive": (lambda v: v > 0, "a positive number"),
+    "non_negative": (lambda v: v >= 0, "a number >= 0"),
+    "probability": (lambda v: 0 <= v < 1, "a probability in [0, 1)"),
+}
+
+
+def validate_fields(config: Any, skip: Iterable[str] = ()) -> None:
+    """Check every dataclass field of ``config`` against its type annotation and its declared range (see the
+    module docstring); raises :class:`ConfigValidationError` for the first field that breaks a rule."""
+    ranges = {**FIELD_RANGES, **getattr(type(config), "FIELD_RANGES", {})}
+    skipped = set(skip)
+    for field in dataclasses.fields(config):
+        if field.name in skipped or not hasattr(config, field.name):
+            continue
+        value = getattr(config, field.name)
+        check = _type_check(field.type) if isinstance(field.type, str) else None
+        if check is not None and not check[0](value):
+            raise _invalid_field(config, field.name, value, check[1])
+        if value is None or field.name not in ranges:
+            continue
+        accepts, text = _RANGES[ranges[field.name]]
+        several = isinstance(value, (list, tuple))
+        if not all(_is_real(i) and accepts(i) for i in (value if several else [value])):
+            raise _invalid_field(config, field.name, value, text + (" for every item" if several else ""))
+
+
+def _invalid_field(config: Any, field: str, value: Any, allowed: str) -> ConfigValidationError:
+    return ConfigValidationError(f"{type(config).__name__}: {invalid(field, value, allowed)}")
+
+
+def _defined_in_package(function: Any) -> bool:
+    """Whether ``function`` was written in this package (not inherited from transformers)."""
+    module = getattr(function, "__module__", "") or ""
+    return not module.startswith(("transformers", "huggingface_hub"))
+
+
 class PresetMixin:
     """Adds ``from_preset(name, **overrides)`` and the family's ``auto_map`` to a configuration class.
 
@@ -52,7 +176,30 @@ class PresetMixin:
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {}
     AUTO_MAP: ClassVar[dict[str, str] | None] = None
 
+    #: Fields that :func:`validate_fields` leaves alone (transformers' own fields it handles itself).
+    UNCHECKED_FIELDS: ClassVar[tuple[str, ...]] = ("id2label", "label2id", "dtype", "architectures", "auto_map",
+                                                    "problem_type", "tokenizer_class", "task_specific_params")
+
+    def __init_subclass__(cls, **kwargs):
+        """Make the field rules run first: before the ``__post_init__`` of the most derived class derives
+        anything (``embedding_size = hidden_size``, ...), so an error names the field the user gave."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("__post_init__")
+        if own is None or getattr(own, "validates_fields_first", False):
+            return
+
+        @functools.wraps(own)
+        def __post_init__(self, *args, **kw):
+            if type(self).__post_init__ is __post_init__:  # the outermost call only
+                validate_fields(self, skip=self.UNCHECKED_FIELDS)
+            own(self, *args, **kw)
+
+        __post_init__.validates_fields_first = True
+        cls.__post_init__ = __post_init__
+
     def __post_init__(self, **kwargs):
+        if type(self).__post_init__ is PresetMixin.__post_init__:  # no subclass has a __post_init__ of its own
+            validate_fields(self, skip=self.UNCHECKED_FIELDS)
         if getattr(self, "id2label", None) is None and getattr(self, "label2id", None):
             # only label2id given: transformers would replace it by LABEL_0, LABEL_1, ...
             self.id2label = {int(i): label for label, i in self.label2id.items()}
@@ -60,6 +207,19 @@ class PresetMixin:
         self._complete_label2id()
         if self.AUTO_MAP and getattr(self, "auto_map", None) is None:
             self.auto_map = dict(self.AUTO_MAP)
+        self._run_own_validators()
+
+    def _run_own_validators(self) -> None:
+        """Run the config's cross-field ``validate_*`` rules now, so that their :class:`ConfigValidationError`
+        reaches the caller as it is (huggingface_hub's strict dataclasses run them again later and would wrap
+        it in an exception that is not a ``ValueError``)."""
+        for name in dir(type(self)):
+            method = getattr(type(self), name, None)
+            if name.startswith("validate_") and callable(method) and _defined_in_package(method):
+                try:
+                    method(self)
+                except ValueError as error:  # ConfigValidationError, or a ValueError of a helper it calls
+                    raise ConfigValidationError(f"{type(self).__name__}: {error}") from None
 
     def _complete_label2id(self) -> None:
         """Keep ``label2id`` the inverse of ``id2label`` (transformers leaves it None when only ``id2label``

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from accelerate import init_empty_weights
 from model_test_utils import left_pad, random_ids, right_pad, run_without_package
+from safetensors.torch import load_file, save_file
 from transformers import (
     AutoConfig,
     AutoModel,
@@ -77,7 +79,7 @@ def test_course_notes_bigram_example_by_hand():
     assert by_hand[0] == pytest.approx(0.73)
     c = out.feature_maps[0][0, 0]
     assert torch.allclose(c[:3], torch.tensor(by_hand), atol=1e-6)
-    assert torch.isinf(c[3:]).all()  # windows running past the sentence are never pooled
+    assert c.shape == (4,) and c[3] == 0  # the window running past the sentence is never pooled
     assert out.pooler_output.item() == pytest.approx(max(by_hand), abs=1e-6)
 
 
@@ -116,8 +118,9 @@ def test_base_model_outputs_and_shapes():
     model = tiny_model(TextCNNModel, embedding_mode="multichannel")
     out = model(random_ids(3, 5, 99), output_hidden_states=True)
     assert out.pooler_output.shape == (3, 8)
-    assert [tuple(c.shape) for c in out.feature_maps] == [(3, 4, 5 + 2 - 2 + 1), (3, 4, 5 + 2 - 3 + 1)]
-    assert out.hidden_states[0].shape == (3, 5, 12)
+    assert [tuple(c.shape) for c in out.feature_maps] == [(3, 4, 5), (3, 4, 5)]
+    assert [tuple(h.shape) for h in out.hidden_states] == [(3, 5, 12), (3, 5, 8)]
+    assert out.hidden_states[-1] is out.last_hidden_state
     assert model(random_ids(3, 5, 99)).feature_maps is None
 
 
@@ -131,6 +134,92 @@ def test_padding_never_changes_a_classification(mode, pad):
     batched = model(ids, attention_mask=mask).logits
     for row, logits in zip(rows, batched, strict=True):
         assert torch.allclose(logits, model(row[None]).logits[0], atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_zero_between_real_tokens_removes_that_token(mode):
+    """A 0 in the middle of the attention mask removes the token: finite logits, equal to the sentence without
+    it (it gave -inf features and NaN logits before), also under left padding."""
+    model = tiny_model(embedding_mode=mode, num_labels=3)
+    ids = random_ids(3, 7, 99, seed=3)
+    mask = torch.tensor([[1, 0, 1, 1, 0, 1, 1], [0, 0, 1, 0, 1, 0, 1], [1, 1, 0, 0, 0, 0, 0]])
+    out = model(ids, attention_mask=mask, output_hidden_states=True)
+    assert torch.isfinite(out.logits).all() and all(torch.isfinite(h).all() for h in out.hidden_states)
+    for row in range(3):
+        compact = ids[row][mask[row].bool()][None]
+        assert torch.allclose(out.logits[row], model(compact).logits[0], atol=1e-6)
+    empty = model(ids[:1], attention_mask=torch.zeros_like(ids[:1])).logits
+    assert torch.isfinite(empty).all()
+
+
+def test_output_flags_come_from_the_config_and_the_keyword_wins():
+    ids, labels = random_ids(2, 6, 99), torch.tensor([0, 1])
+    model = tiny_model(output_hidden_states=True)
+    assert len(model(ids).hidden_states) == 2
+    assert model(ids, output_hidden_states=False).hidden_states is None
+    for model_class in (TextCNNModel, TextCNNForSequenceClassification):
+        model = tiny_model(model_class, return_dict=False)
+        reference = tiny_model(model_class)
+        extra = {"labels": labels} if model_class is TextCNNForSequenceClassification else {}
+        out = model(ids, **extra)
+        assert isinstance(out, tuple)
+        expected = reference(ids, **extra).to_tuple()
+        assert len(out) == len(expected) and all(torch.equal(a, b) for a, b in zip(out, expected, strict=True))
+        assert not isinstance(model(ids, return_dict=True), tuple)
+        assert len(model(ids, output_hidden_states=True)[-1]) == 2  # hidden_states last in the tuple
+
+
+def test_hidden_states_are_the_embeddings_and_the_convolution_layer_of_the_graph():
+    model = tiny_model(num_labels=3, hidden_act="tanh")
+    ids, mask = right_pad([random_ids(1, n, 99, seed=n)[0] for n in (1, 4, 6)])
+    out = model(ids, attention_mask=mask, output_hidden_states=True)
+    embeddings, features = out.hidden_states
+    assert embeddings.shape == (3, 6, 12) and features.shape == (3, 6, 8)
+    base = model.model(ids, attention_mask=mask)
+    assert torch.equal(base.last_hidden_state, features)
+    # the pooled features are the max of the layer over the windows made of real tokens (width 2, then 3)
+    lengths = mask.sum(1)
+    for row, n in enumerate(lengths.tolist()):
+        windows = [max(n - 1, 1)] * 4 + [max(n - 2, 1)] * 4
+        expected = torch.stack([features[row, :w, k].max() for k, w in enumerate(windows)])
+        assert torch.allclose(base.pooler_output[row], expected)
+        assert all(not features[row, w:, k].any() for k, w in enumerate(windows))  # not pooled: 0
+    for h in out.hidden_states:
+        h.retain_grad()
+    out.logits.sum().backward()
+    assert embeddings.grad is not None and features.grad is not None and features.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("problem_type, labels", [
+    ("single_label_classification", torch.tensor([0, 3])),
+    (None, torch.tensor([-1, 1])),
+])
+def test_labels_outside_the_classes_are_refused(problem_type, labels):
+    model = tiny_model(num_labels=3, problem_type=problem_type)
+    with pytest.raises(ValueError, match=r"`labels` contains the class (3|-1), outside \[0, 3\)"):
+        model(random_ids(2, 5, 99), labels=labels)
+    ignored = model(random_ids(2, 5, 99), labels=torch.tensor([-100, 2]))  # -100: no label
+    assert torch.isfinite(ignored.loss)
+
+
+def test_gradient_checkpointing_is_refused_with_a_clear_error():
+    model = tiny_model()
+    assert not model.supports_gradient_checkpointing
+    for kwargs in ({"use_reentrant": True}, {"use_reentrant": False}):
+        with pytest.raises(ValueError, match="TextCNNForSequenceClassification does not support"):
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
+def test_compiled_forward_has_no_graph_break_and_equals_eager():
+    model = tiny_model(num_labels=3)
+    ids = random_ids(3, 7, 99, seed=5)
+    mask = torch.tensor([[1, 0, 1, 1, 0, 1, 1], [0, 0, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0, 0]])
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True, backend="eager")  # fullgraph: a graph break is an error
+    with torch.no_grad():
+        assert torch.allclose(compiled(ids, attention_mask=mask).logits, model(ids, attention_mask=mask).logits,
+                              atol=1e-6)
+        assert torch.allclose(compiled(ids).logits, model(ids).logits, atol=1e-6)
 
 
 def test_input_shorter_than_every_filter_and_bad_ids():
@@ -252,6 +341,55 @@ def test_remote_code_loads_without_the_package(tmp_path):
     assert report["class"] == "TextCNNForSequenceClassification"
     assert report["module"].startswith("transformers_modules")
     assert torch.allclose(report["logits"], model(ids).logits, atol=1e-6)
+
+
+def test_resize_token_embeddings_resizes_both_channels(tmp_path):
+    model = tiny_model(embedding_mode="multichannel")
+    tuned, static = (t.weight.detach().clone() for t in (model.model.embed_tokens, model.model.static_embed_tokens))
+    model.resize_token_embeddings(120)
+    channels = (model.model.embed_tokens, model.model.static_embed_tokens)
+    assert [t.weight.shape for t in channels] == [(120, 12), (120, 12)] and model.config.vocab_size == 120
+    assert torch.equal(channels[0].weight[:99], tuned) and torch.equal(channels[1].weight[:99], static)
+    assert torch.equal(channels[1].weight[99:], channels[0].weight[99:])  # new words: one vector in both channels
+    assert not channels[1].weight.requires_grad and channels[0].weight.requires_grad
+    ids = torch.tensor([[110, 5, 119, 7]])
+    logits = model(ids).logits
+    model.save_pretrained(tmp_path)
+    assert torch.equal(TextCNNForSequenceClassification.from_pretrained(tmp_path).eval()(ids).logits, logits)
+    model.resize_token_embeddings(50)
+    assert [t.num_embeddings for t in channels] == [50, 50] and channels[1].weight.shape == (50, 12)
+    assert torch.equal(channels[1].weight, static[:50])
+    assert model(torch.tensor([[49, 3]])).logits.shape == (1, 2)
+
+
+def test_missing_weights_and_the_meta_device_give_initialised_reported_tensors(tmp_path):
+    """Every parameter comes out of _init_weights: loading with missing keys (reported), and building on the meta
+    device then materialising (what loading with accelerate's init_empty_weights relies on)."""
+    config = TextCNNConfig.from_preset("tiny", embedding_mode="multichannel")
+    model = TextCNNForSequenceClassification(config)
+    model.save_pretrained(tmp_path)
+    state = load_file(tmp_path / "model.safetensors")
+    dropped = {"model.static_embed_tokens.weight", "model.convs.1.bias", "classifier.weight"}
+    save_file({k: v for k, v in state.items() if k not in dropped}, tmp_path / "model.safetensors",
+              metadata={"format": "pt"})
+    loaded, info = TextCNNForSequenceClassification.from_pretrained(tmp_path, output_loading_info=True)
+    assert set(info["missing_keys"]) == dropped
+    static = loaded.model.static_embed_tokens.weight
+    assert static.abs().max() <= 0.25 and static[1:].std() > 0.1 and not static[0].any() and not static.requires_grad
+    assert not loaded.model.convs[1].bias.any() and 0.01 < loaded.classifier.weight.std() < 0.04
+    for key in state.keys() - dropped:
+        assert torch.equal(loaded.state_dict()[key], state[key])
+    with torch.device("meta"):
+        empty = TextCNNForSequenceClassification(config)
+    empty.to_empty(device="cpu")
+    empty.init_weights()
+    for name, tensor in [*empty.named_parameters(), *empty.named_buffers()]:
+        assert torch.isfinite(tensor).all() and tensor.abs().max() <= 0.25, name
+    with init_empty_weights():
+        lazy = TextCNNForSequenceClassification(config)
+    lazy.load_state_dict(model.state_dict(), assign=True)
+    ids = random_ids(2, 5, 99)
+    assert torch.equal(lazy.eval()(ids).logits, model.eval()(ids).logits)
 
 
 # --- Trainer, pipeline and the finetune script -------------------------------------------------------

@@ -16,9 +16,20 @@ with ``m = len(filter_sizes) * num_filters`` filters and ``f`` = ReLU. In the mu
 sees a frozen and a fine-tuned copy of the vectors and the results are added:
 ``c_i = f(w·x^{static}_{i:i+h-1} + w·x^{tuned}_{i:i+h-1} + b) = f(w·(x^{static} + x^{tuned})_{i:i+h-1} + b)``.
 
-Padding never changes a sentence's features: only windows made of real tokens (attention_mask 1) enter the
-max. A sentence shorter than a filter gets one window: its tokens followed by zero vectors (the inputs are
-padded inside the model, so no input is too short).
+**Masked positions are removed.** The sentence is the sequence of its real tokens (attention_mask 1), in
+their order: the model moves them to the front of the row before embedding them, so padding on either side
+never changes a result, and a 0 *between* real tokens removes that token (the output equals that of the
+input without it). Only windows made of real tokens enter the max. A sentence shorter than a filter gets
+one window: its tokens followed by zero vectors (the inputs are padded inside the model, so no input is too
+short). A row without any real token gets that one window of zero vectors (its features are ``f(b)``).
+
+**Layers.** TextCNN has one hidden layer, the convolution (all filter widths side by side):
+``hidden_states = (embeddings, features)``, where ``embeddings`` ``(batch, time, embedding_size)`` is the
+filter input and ``features`` ``(batch, time, len(filter_sizes) * num_filters)`` holds at position ``t`` the
+``c_t`` of the window that starts at ``t``, for every width (grouped by width in the order of
+``config.filter_sizes``), and 0 where that window is not pooled. Both are laid out over the real tokens
+moved to the front. ``features`` is also ``last_hidden_state``, and ``pooler_output`` is its max over the
+pooled windows.
 """
 
 from __future__ import annotations
@@ -34,46 +45,68 @@ from transformers.modeling_outputs import ModelOutput, SequenceClassifierOutput
 from transformers.utils.generic import can_return_tuple
 
 from .configuration_textcnn import TextCNNConfig
-from .input_checks import check_input_ids, current_mask
+from .input_checks import check_input_ids, current_mask, is_tracing
+from .output_flags import output_flags, structured
 
 ACTIVATIONS = {"relu": F.relu, "tanh": torch.tanh}
+IGNORE_INDEX = -100
 
 
 @dataclass
 class TextCNNModelOutput(ModelOutput):
-    """Output of :class:`TextCNNModel`.
+    """Output of :class:`TextCNNModel` (module docstring: what a position and a layer are).
 
     Args:
+        last_hidden_state: ``(batch, time, len(filter_sizes) * num_filters)`` the convolution layer's features
+            ``c_t`` of the window starting at each (real-token) position, 0 where that window is not pooled.
         pooler_output: ``(batch, len(filter_sizes) * num_filters)`` the max-pooled features ``z``, grouped by
             filter width in the order of ``config.filter_sizes``.
-        feature_maps: when ``output_hidden_states``, one ``(batch, num_filters, windows)`` tensor ``c`` per
-            filter width (before pooling; windows that are not pooled hold ``-inf``).
-        hidden_states: when ``output_hidden_states``, ``(embeddings,)``: the ``(batch, time, embedding_size)``
-            input of the filters (channels summed, padded positions zero).
+        feature_maps: when ``output_hidden_states``, one ``(batch, num_filters, time)`` view of
+            ``last_hidden_state`` per filter width (the ``Conv1d`` layout).
+        hidden_states: when ``output_hidden_states``, ``(embeddings, last_hidden_state)``: the
+            ``(batch, time, embedding_size)`` filter input (channels summed, zero at masked positions) and the
+            convolution layer's output. Tensors of the graph: ``retain_grad()`` works on them.
     """
 
+    last_hidden_state: torch.FloatTensor | None = None
     pooler_output: torch.FloatTensor | None = None
     feature_maps: tuple[torch.FloatTensor, ...] | None = None
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
+
+
+def real_tokens_first(input_ids: torch.LongTensor, mask: torch.Tensor) -> tuple[torch.LongTensor, torch.Tensor]:
+    """Move each row's real tokens (``mask`` True) to the front, in their order: ``(ids, mask)`` ``(B, T)``,
+    the mask now True on a prefix of every row. Masked positions anywhere (left, right, between tokens) are
+    thereby removed from the sentence."""
+    order = torch.argsort((~mask).to(torch.int8), dim=1, stable=True)  # (B, T)
+    return input_ids.gather(1, order), mask.gather(1, order)
 
 
 def pooled_windows(lengths_mask: torch.Tensor, width: int) -> torch.Tensor:
     """Which windows of ``width`` tokens enter the max-over-time pooling.
 
     Args:
-        lengths_mask: ``(batch, time)`` bool, True at real tokens, already extended by at least
-            ``width - 1`` False columns on the right.
+        lengths_mask: ``(batch, time)`` bool, True on a prefix of each row (the real tokens), extended by at
+            least ``width - 1`` False columns on the right.
 
     Returns:
         ``(batch, time - width + 1)`` bool: windows made only of real tokens; for a sentence shorter than
-        ``width``, the single window that starts at its first token.
+        ``width`` (an empty one too), the single window that starts at position 0.
     """
     full = lengths_mask.unfold(1, width, 1).all(dim=-1)  # (B, W)
-    lengths = lengths_mask.sum(dim=1)  # (B,)
-    first = lengths_mask.int().argmax(dim=1)  # (B,) first real position (0 for an empty row)
-    starts = torch.arange(full.shape[1], device=full.device)
-    short = (lengths < width).unsqueeze(1) & (starts.unsqueeze(0) == first.unsqueeze(1))  # (B, W)
-    return full | short
+    short = lengths_mask.sum(dim=1, keepdim=True) < width  # (B, 1)
+    first = torch.arange(full.shape[1], device=full.device) == 0  # (W,)
+    return full | (short & first)
+
+
+def check_class_labels(labels: torch.Tensor, num_labels: int) -> None:
+    """Integer class labels must lie in ``[0, num_labels)`` (or be -100, ignored); eager mode only."""
+    if is_tracing() or labels.dtype.is_floating_point:
+        return
+    bad = labels[(labels != IGNORE_INDEX) & ((labels < 0) | (labels >= num_labels))]
+    if bad.numel():
+        raise ValueError(f"`labels` contains the class {int(bad[0])}, outside [0, {num_labels}) "
+                         f"(config.num_labels={num_labels}); use -100 for an example without a label.")
 
 
 class TextCNNPreTrainedModel(PreTrainedModel):
@@ -82,6 +115,10 @@ class TextCNNPreTrainedModel(PreTrainedModel):
     base_model_prefix = "model"
     main_input_name = "input_ids"
     _no_split_modules = []
+    # one convolution layer, so there is nothing to recompute layer by layer: gradient_checkpointing_enable()
+    # raises "... does not support activation checkpointing"
+    supports_gradient_checkpointing = False
+    _can_compile_fullgraph = True
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -102,6 +139,22 @@ class TextCNNPreTrainedModel(PreTrainedModel):
             if isinstance(module, TextCNNModel):
                 for table in module.frozen_embeddings():
                     table.weight.requires_grad_(False)
+
+    def _resize_token_embeddings(self, new_num_tokens, pad_to_multiple_of=None, mean_resizing=True):
+        """transformers' resizing of ``embed_tokens``, and the multichannel mode's frozen channel with it: its new
+        rows start as copies of the tuned channel's new rows (both channels start from the same vectors)."""
+        embeddings = super()._resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        static = self.base_model.static_embed_tokens
+        if static is not None:
+            old_rows, new_rows = static.num_embeddings, embeddings.num_embeddings
+            with torch.no_grad():
+                weight = embeddings.weight.new_empty(new_rows, static.embedding_dim)
+                keep = min(old_rows, new_rows)
+                weight[:keep] = static.weight[:keep]
+                weight[keep:] = embeddings.weight[keep:]
+            static.weight = nn.Parameter(weight, requires_grad=False)
+            static.num_embeddings = new_rows
+        return embeddings
 
 
 class TextCNNModel(TextCNNPreTrainedModel):
@@ -167,6 +220,27 @@ class TextCNNModel(TextCNNPreTrainedModel):
             return tuned + self.static_embed_tokens(input_ids).detach()
         return tuned
 
+    def convolve(self, embeddings: torch.Tensor, real: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The convolution layer over ``embeddings`` ``(B, T, E)`` whose real tokens ``real`` ``(B, T)`` form a
+        prefix of each row.
+
+        Returns:
+            ``(features, pooled)``: ``features`` ``(B, T, len(filter_sizes) * F)``, ``c_t`` of the window starting
+            at ``t`` (0 where that window is not pooled) and the pooling mask ``pooled`` of the same shape.
+        """
+        time = embeddings.shape[1]
+        extra = max(self.config.filter_sizes) - 1  # so every sentence has a window of every width
+        x = F.pad(embeddings, (0, 0, 0, extra)).transpose(1, 2)  # (B, E, T + extra)
+        real = F.pad(real, (0, extra))  # (B, T + extra)
+        maps, masks = [], []
+        for width, conv in zip(self.config.filter_sizes, self.convs, strict=True):
+            # every pooled window starts at a real token, so the first T windows hold all of them
+            maps.append(self.activation(conv(x))[:, :, :time])  # (B, F, T)
+            masks.append(pooled_windows(real, width)[:, :time].unsqueeze(1).expand_as(maps[-1]))  # (B, F, T)
+        pooled = torch.cat(masks, dim=1).transpose(1, 2)  # (B, T, len(filter_sizes) * F)
+        features = torch.cat(maps, dim=1).transpose(1, 2) * pooled  # (B, T, len(filter_sizes) * F)
+        return features, pooled
+
     @can_return_tuple
     def forward(
         self,
@@ -178,25 +252,27 @@ class TextCNNModel(TextCNNPreTrainedModel):
         """
         Args:
             input_ids: ``(batch, time)`` token ids; any ``time >= 1`` (shorter than a filter is fine).
-            attention_mask: ``(batch, time)``, 0 at padding; padding never changes the output.
+            attention_mask: ``(batch, time)``, 0 at positions that are not part of the sentence (padding on
+                either side, or tokens to remove in between); they never change the output.
+            output_hidden_states: return ``hidden_states`` and ``feature_maps`` (default:
+                ``config.output_hidden_states``).
         """
+        output_hidden_states, _ = output_flags(self.config, output_hidden_states)
         check_input_ids(input_ids, self.config.vocab_size)
         mask = current_mask(attention_mask, input_ids)
-        real = torch.ones_like(input_ids, dtype=torch.bool) if mask is None else mask  # (B, T)
-        embeddings = self.embed(input_ids) * real.unsqueeze(-1)  # (B, T, E), zero at padding
-        extra = max(self.config.filter_sizes) - 1  # so every sentence has a window of every width
-        x = F.pad(embeddings, (0, 0, 0, extra)).transpose(1, 2)  # (B, E, T + extra)
-        real = F.pad(real, (0, extra))  # (B, T + extra)
-        pooled, maps = [], []
-        for width, conv in zip(self.config.filter_sizes, self.convs, strict=True):
-            c = self.activation(conv(x))  # (B, F, T + extra - width + 1)
-            c = c.masked_fill(~pooled_windows(real, width).unsqueeze(1), float("-inf"))
-            pooled.append(c.max(dim=-1).values)  # (B, F)
-            maps.append(c)
+        if mask is None:
+            real = torch.ones_like(input_ids, dtype=torch.bool)  # (B, T)
+        else:
+            input_ids, real = real_tokens_first(input_ids, mask)  # (B, T), real tokens first
+        embeddings = self.embed(input_ids) * real.unsqueeze(-1)  # (B, T, E), zero at masked positions
+        features, pooled = self.convolve(embeddings, real)  # (B, T, N)
+        z = features.masked_fill(~pooled, float("-inf")).max(dim=1).values  # (B, N): every row pools a window
+        maps = features.transpose(1, 2).split(self.config.num_filters, dim=1)  # per width (B, F, T)
         return TextCNNModelOutput(
-            pooler_output=torch.cat(pooled, dim=-1),  # (B, len(filter_sizes) * F)
-            feature_maps=tuple(maps) if output_hidden_states else None,
-            hidden_states=(embeddings,) if output_hidden_states else None,
+            last_hidden_state=features,
+            pooler_output=z,
+            feature_maps=maps if output_hidden_states else None,
+            hidden_states=(embeddings, features) if output_hidden_states else None,
         )
 
 
@@ -245,11 +321,27 @@ class TextCNNForSequenceClassification(TextCNNPreTrainedModel):
         output_hidden_states: bool | None = None,
         **kwargs,
     ) -> SequenceClassifierOutput:
-        """Returns ``logits`` ``(batch, num_labels)`` (and ``loss`` when ``labels`` are given)."""
-        out = self.model(input_ids, attention_mask=attention_mask, output_hidden_states=output_hidden_states)
+        """
+        Args:
+            labels: ``(batch,)`` class ids in ``[0, num_labels)`` (-100: no label), ``(batch,)`` or
+                ``(batch, 1)`` floats for regression, ``(batch, num_labels)`` multi-hot floats for multi-label
+                classification (``config.problem_type``, inferred as transformers does when unset).
+
+        Returns:
+            ``SequenceClassifierOutput``: ``logits`` ``(batch, num_labels)``, ``loss`` when ``labels`` are given,
+            ``hidden_states`` as :class:`TextCNNModel`'s.
+        """
+        out = structured(self.model, input_ids, attention_mask=attention_mask,
+                         output_hidden_states=output_hidden_states)
         self.apply_max_norm()
         logits = self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
-        loss = self.loss_function(labels, logits, self.config) if labels is not None else None
+        loss = None
+        if labels is not None:
+            if self.config.problem_type == "single_label_classification" or (
+                self.config.problem_type is None and self.num_labels > 1
+            ):
+                check_class_labels(labels, self.num_labels)
+            loss = self.loss_function(labels, logits, self.config)
         return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states)
 
 

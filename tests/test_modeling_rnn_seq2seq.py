@@ -496,3 +496,173 @@ def test_translation_pipeline(tmp_path):
     expected = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=5, min_new_tokens=5)
     assert greedy[0]["translation_text"] == tokenizer.decode(expected[0], skip_special_tokens=True)
     assert [len(b) for b in beam] == [1, 1] and all(b[0]["translation_text"] for b in beam)
+
+
+# --- the transformers model contract: output flags, hidden states, checkpointing, cache, loading, compile -------
+
+
+@pytest.mark.parametrize("model_class", [RNNSeq2SeqModel, RNNSeq2SeqForConditionalGeneration])
+def test_output_flags_come_from_the_config_and_the_keyword_wins(model_class, tmp_path):
+    model = tiny_model(model_class=model_class)
+    src, tgt = random_ids(2, 5, 99), random_ids(2, 3, 99, seed=1)
+    model.config.output_hidden_states = model.config.output_attentions = True
+    out = model(src, decoder_input_ids=tgt)
+    assert len(out.encoder_hidden_states) == len(out.decoder_hidden_states) == 3 and len(out.cross_attentions) == 1
+    quiet = model(src, decoder_input_ids=tgt, output_hidden_states=False, output_attentions=False)
+    assert quiet.encoder_hidden_states is quiet.decoder_hidden_states is quiet.cross_attentions is None
+    model.config.return_dict = False  # the head still reads its base model's fields; a tuple only at the top
+    as_tuple = model(src, decoder_input_ids=tgt)
+    assert isinstance(as_tuple, tuple)
+    expected = out.to_tuple()
+    assert len(as_tuple) == len(expected) and torch.equal(as_tuple[0], expected[0])
+    assert isinstance(model(src, decoder_input_ids=tgt, return_dict=True), type(out))
+    model.config.return_dict, model.config.output_hidden_states, model.config.output_attentions = True, False, False
+    model.save_pretrained(tmp_path)
+    loaded = model_class.from_pretrained(tmp_path, output_hidden_states=True).eval()
+    assert len(loaded(src, decoder_input_ids=tgt).decoder_hidden_states) == 3
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_hidden_states_are_the_embeddings_and_every_layer_of_encoder_and_decoder(variant):
+    model = tiny_model(variant, encoder_layers=3, bridge="dense" if variant != "luong-dot-feed-gru-copy" else "zeros")
+    _, ids, mask = padded_sources(left_pad)
+    tgt = random_ids(3, 4, 99, seed=2)
+    plain = model(ids, attention_mask=mask, decoder_input_ids=tgt)
+    out = model(ids, attention_mask=mask, decoder_input_ids=tgt, output_hidden_states=True)
+    torch.testing.assert_close(out.logits, plain.logits)  # running the stacks layer by layer changes nothing
+    memory = model.config.memory_size
+    assert [h.shape for h in out.encoder_hidden_states] == [(3, ids.shape[1], 12)] + [(3, ids.shape[1], memory)] * 3
+    assert [h.shape for h in out.decoder_hidden_states] == [(3, 4, 12), (3, 4, 16), (3, 4, 16)]
+    assert out.encoder_hidden_states[-1] is out.encoder_last_hidden_state
+    # layer 1 of the encoder, recomputed by a one-layer torch module with the stack's layer-0 weights
+    stack = model.model.encoder.rnn.rnn
+    one_layer = type(stack)(12, stack.hidden_size, num_layers=1, bidirectional=stack.bidirectional, batch_first=True)
+    one_layer.load_state_dict({k: v for k, v in stack.state_dict().items() if "_l0" in k})
+    for row, n in enumerate(mask.sum(1).tolist()):
+        expected, _ = one_layer(model.model.encoder.embed_tokens(ids[row : row + 1, -n:]))
+        torch.testing.assert_close(out.encoder_hidden_states[1][row, -n:], expected[0])
+
+
+def test_hidden_states_and_cross_attentions_are_tensors_of_the_graph():
+    for variant in ("bahdanau-additive-bilstm", "luong-concat-feed-rnn", "luong-general-fused"):
+        model = tiny_model(variant)
+        out = model(random_ids(2, 5, 99), decoder_input_ids=random_ids(2, 3, 99), output_hidden_states=True,
+                    output_attentions=True)
+        kept = [out.encoder_hidden_states[0], out.decoder_hidden_states[0], out.decoder_hidden_states[-1],
+                out.cross_attentions[0]]
+        for tensor in kept:
+            tensor.retain_grad()
+        out.logits.flatten()[0].backward()
+        assert all(t.grad is not None for t in kept), variant
+
+
+@pytest.mark.parametrize("num_beams", [1, 2])
+def test_generate_returns_every_layer_and_attention_rows_over_real_source_tokens(num_beams):
+    model = tiny_model(encoder_layers=3)
+    _, ids, mask = padded_sources(left_pad)
+    out = model.generate(ids, attention_mask=mask, num_beams=num_beams, return_dict_in_generate=True,
+                         output_hidden_states=True, output_attentions=True, **GENERATE)
+    assert len(out.encoder_hidden_states) == 4 and len(out.decoder_hidden_states) == 7
+    assert all(len(step) == 3 and step[-1].shape == (3 * num_beams, 1, 16) for step in out.decoder_hidden_states)
+    real = mask.bool().repeat_interleave(num_beams, 0)[:, None, None, :]
+    for (weights,) in out.cross_attentions:
+        assert torch.all(weights.masked_select(~real) == 0)
+        torch.testing.assert_close(weights.sum(-1), torch.ones(3 * num_beams, 1, 1))
+
+
+@pytest.mark.parametrize("variant", ["bahdanau-additive-bilstm", "luong-concat-feed-rnn", "luong-general-fused",
+                                     "none"])
+def test_reentrant_and_non_reentrant_checkpointing_give_the_plain_gradients(variant):
+    source, labels = random_ids(2, 5, 99), random_ids(2, 6, 99, seed=1)
+    grads = {}
+    for reentrant in (None, True, False):
+        model = tiny_model(variant, hidden_dropout_prob=0.3).train()
+        if reentrant is not None:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
+        torch.manual_seed(1)
+        model(source, labels=labels).loss.backward()
+        grads[reentrant] = {n: p.grad for n, p in model.named_parameters()}
+    for reentrant in (True, False):
+        assert grads[reentrant].keys() == grads[None].keys()
+        for name, grad in grads[None].items():
+            assert grads[reentrant][name] is not None, (reentrant, name)
+            torch.testing.assert_close(grads[reentrant][name], grad, msg=f"{reentrant} {name}")
+
+
+@pytest.mark.parametrize("cache_name", ["past_key_values", "cache"])
+@pytest.mark.parametrize("variant", ["bahdanau-additive-bilstm", "luong-dot-feed-gru-copy"])
+def test_continuing_from_a_returned_cache_reads_only_unread_tokens(variant, cache_name, monkeypatch):
+    model = tiny_model(variant, init_range=0.5)
+    _, ids, mask = padded_sources()
+    one_go = model.generate(ids, attention_mask=mask, max_new_tokens=8, min_new_tokens=8)
+    first = model.generate(ids, attention_mask=mask, max_new_tokens=4, min_new_tokens=4, return_dict_in_generate=True)
+    state = output_cache(first)
+    assert state.get_seq_length() == 4 and len(set(one_go[:, 1:].flatten().tolist())) > 3
+    read = []
+    embed = model.model.decoder.embed_tokens
+    monkeypatch.setattr(embed, "forward", lambda x, forward=embed.forward: read.append(x.shape[1]) or forward(x))
+    rest = model.generate(ids, attention_mask=mask, decoder_input_ids=first.sequences, **{cache_name: state},
+                          max_new_tokens=4, min_new_tokens=4)
+    assert torch.equal(rest, one_go)
+    assert read == [1, 1, 1, 1] and state.get_seq_length() == 8  # the cache's 4 tokens are not read again
+
+
+def test_decoder_state_supports_the_cache_operations_of_generation():
+    model = tiny_model("luong-dot-feed-gru-copy")
+    src = random_ids(2, 5, 99)
+    out = model(src, decoder_input_ids=random_ids(2, 3, 99), use_cache=True)
+    state = output_cache(out)
+    h, feed = state.tensors[0].clone(), state.input_feed.clone()
+    assert (state.get_seq_length(), state.batch_size, state.is_compileable, state.is_croppable) == (3, 2, False, False)
+    state.batch_repeat_interleave(3)
+    assert torch.equal(state.tensors[0], h.repeat_interleave(3, 0)) and state.coverage.shape == (6, 5)
+    state.batch_select_indices(torch.tensor([0, 4]))
+    assert torch.equal(state.tensors[0], h) and torch.equal(state.input_feed, feed)
+    state.reorder_cache(torch.tensor([1, 1]))
+    assert torch.equal(state.tensors[0], h[[1, 1]])
+    state.crop(0)
+    state.crop(3)  # keep at most 3 tokens: all of them
+    with pytest.raises(ValueError, match="cannot forget"):
+        state.crop(-1)
+    # a state of one row serves both rows of a batch and a beam search continuing from it
+    single = output_cache(model(src[:1], decoder_input_ids=torch.tensor([[2]]), use_cache=True))
+    more = model.generate(src[:1], decoder_input_ids=torch.tensor([[2]]), past_key_values=single, num_beams=2,
+                          max_new_tokens=3, min_new_tokens=3)
+    assert more.shape == (1, 4) and single.get_seq_length() == 4
+    state.reset()
+    assert state.is_empty and state.get_seq_length() == 0 and state.batch_size == -1
+
+
+@pytest.mark.parametrize("overrides", [dict(), dict(encoder_cell_type="peephole_lstm", decoder_cell_type="peephole_lstm",
+                                                     bridge="zeros", attention_score="general", tie_word_embeddings=True)])
+def test_missing_weights_are_reported_and_initialised(tmp_path, overrides):
+    from safetensors.torch import load_file, save_file
+
+    model = tiny_model(**overrides)
+    model.save_pretrained(tmp_path)
+    weights = load_file(tmp_path / "model.safetensors")
+    dropped = [k for k in weights if "embed_tokens" in k or "_l1" in k or "attention" in k or "bridge" in k]
+    save_file({k: v for k, v in weights.items() if k not in dropped}, tmp_path / "model.safetensors",
+              metadata={"format": "pt"})
+    torch.full((1 << 20,), float("nan")).sum()  # leave garbage in freed memory
+    loaded, info = RNNSeq2SeqForConditionalGeneration.from_pretrained(tmp_path, output_loading_info=True)
+    assert set(dropped) <= set(info["missing_keys"])
+    r = model.config.init_range
+    for name, param in loaded.named_parameters():
+        assert param.device.type == "cpu" and torch.isfinite(param).all() and param.abs().max() <= r, name
+    assert not torch.equal(loaded.model.decoder.embed_tokens.weight, torch.zeros_like(model.lm_head.weight))
+
+
+def test_value_checks_stay_out_of_compiled_graphs():
+    from hf_seqmodels.models.modeling_rnn_seq2seq import source_mask
+
+    mask = torch.tensor([[1, 1, 1], [0, 1, 1]])
+    compiled = torch.compile(lambda m: source_mask(m, m.shape), fullgraph=True, backend="eager")
+    assert torch.equal(compiled(mask), mask.bool())
+    with pytest.raises(ValueError, match="at least one real token"):  # eager users keep the check
+        source_mask(torch.tensor([[0, 0]]), (1, 2))
+    model = tiny_model("luong-general-fused")
+    explanation = torch._dynamo.explain(model)(random_ids(2, 3, 99), attention_mask=mask,
+                                                decoder_input_ids=random_ids(2, 2, 99))
+    reasons = " ".join(r.reason for r in explanation.break_reasons)
+    assert "item()" not in reasons and "data-dependent" not in reasons.lower()  # the RNN kernels may break

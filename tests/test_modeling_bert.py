@@ -25,6 +25,7 @@ from hf_seqmodels import (
 )
 from hf_seqmodels.convert_bert import HEADS, from_transformers_bert, to_transformers_bert
 from hf_seqmodels.models.config_utils import ConfigValidationError
+from hf_seqmodels.models.modeling_bert import BertPreTrainedModel
 
 V, H = 99, 16  # vocabulary and hidden size of the tiny preset
 CLS, SEP, MASK = 4, 5, 6  # ids of the special tokens in our tokenizers
@@ -309,16 +310,210 @@ def test_clear_errors_for_long_inputs_and_bad_ids():
         make(BertForMultipleChoice)(random_ids(2, 5, V))
 
 
-def test_gradient_checkpointing_gives_the_same_gradients():
-    grads = []
-    for checkpointing in (False, True):
-        model = make(BertForPreTraining, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0).train()
-        if checkpointing:
-            model.activation_checkpointing_enable()
-        ids, mask, types = pair_batch()
-        model(ids, attention_mask=mask, labels=mlm_labels(ids), next_sentence_label=torch.tensor([0, 1])).loss.backward()
-        grads.append(model.bert.encoder.layers[0].self_attn.q_proj.weight.grad)
-    assert torch.allclose(grads[0], grads[1], atol=1e-6)
+# --- the transformers model contract: flags, states, resizing, checkpointing, initialisation, compile ---------
+
+
+def labelled_inputs(name: str) -> dict:
+    """:func:`head_inputs` plus the pre-training labels; ``(B, C, T)`` inputs for multiple choice."""
+    if name != "BertForPreTraining":
+        return head_inputs(name)
+    inputs = head_inputs("BertModel")
+    return {**inputs, "labels": mlm_labels(inputs["input_ids"]), "next_sentence_label": torch.tensor([0, 1])}
+
+
+@pytest.mark.parametrize("name", HEADS)
+def test_output_flags_come_from_the_config_unless_the_keyword_says_otherwise(name):
+    cls, inputs = getattr(hf_seqmodels, name), labelled_inputs(name)
+    model = make(cls, num_labels=3, output_hidden_states=True, output_attentions=True)
+    out = model(**inputs)
+    assert len(out.hidden_states) == 3 and len(out.attentions) == 2  # embeddings + 2 layers; 2 layers
+    quiet = model(**inputs, output_hidden_states=False, output_attentions=False)
+    assert quiet.hidden_states is None and quiet.attentions is None
+    assert make(cls, num_labels=3)(**inputs, output_hidden_states=True).hidden_states is not None
+
+
+@pytest.mark.parametrize("name", HEADS)
+def test_return_dict_false_in_the_config_gives_tuples_from_every_head(name):
+    cls, inputs = getattr(hf_seqmodels, name), labelled_inputs(name)
+    structured = make(cls, num_labels=3, output_hidden_states=True)(**inputs)
+    model = make(cls, num_labels=3, output_hidden_states=True, return_dict=False)
+    plain = model(**inputs)
+    assert isinstance(plain, tuple) and len(plain) == len(structured.to_tuple())
+    for a, b in zip(plain, structured.to_tuple(), strict=True):
+        assert all(map(torch.equal, a, b)) if isinstance(a, tuple) else torch.equal(a, b)
+    assert type(model(**inputs, return_dict=True)) is type(structured)  # the keyword wins
+
+
+def test_from_pretrained_keywords_set_the_output_flags(tmp_path):
+    make(BertForSequenceClassification).save_pretrained(tmp_path)
+    model = BertForSequenceClassification.from_pretrained(tmp_path, output_hidden_states=True, output_attentions=True)
+    out = model(**head_inputs("BertModel"))
+    assert len(out.hidden_states) == 3 and [a.shape for a in out.attentions] == [(2, 4, 10, 10)] * 2
+
+
+def test_hidden_states_are_each_layers_output_and_keep_their_gradients():
+    model = make(BertForSequenceClassification, num_labels=3, hidden_dropout_prob=0.0,
+                 attention_probs_dropout_prob=0.0)
+    inputs = head_inputs("BertForSequenceClassification")
+    out = model(**inputs, output_hidden_states=True, output_attentions=True)
+    bias = (1.0 - inputs["attention_mask"][:, None, None, :].float()) * torch.finfo(torch.float32).min
+    for layer, before, after in zip(model.bert.encoder.layers, out.hidden_states[:-1], out.hidden_states[1:],
+                                    strict=True):
+        assert torch.allclose(layer(before, attention_mask=bias)[0], after, atol=1e-5)
+    for tensor in (out.hidden_states[0], out.hidden_states[1], out.attentions[0]):
+        tensor.retain_grad()
+    out.loss.backward()
+    assert all(t.grad is not None and t.grad.abs().sum() > 0
+               for t in (out.hidden_states[0], out.hidden_states[1], out.attentions[0]))
+
+
+@pytest.mark.parametrize("tie", [True, False])
+@pytest.mark.parametrize("cls", [BertForPreTraining, BertForMaskedLM])
+def test_resize_token_embeddings_resizes_the_decoder_and_its_bias(cls, tie, tmp_path):
+    model = make(cls, tie_word_embeddings=tie)
+    with torch.no_grad():
+        model.mlm_head.decoder.bias.normal_()
+    bias, weight = model.mlm_head.decoder.bias.clone(), model.mlm_head.decoder.weight.clone()
+    model.resize_token_embeddings(V + 21, mean_resizing=False)
+    decoder = model.mlm_head.decoder
+    assert decoder.weight.shape == (V + 21, H) and decoder.bias.shape == (V + 21,) and model.config.vocab_size == V + 21
+    assert torch.equal(decoder.bias[:V], bias) and torch.equal(decoder.weight[:V], weight)
+    assert (decoder.weight is model.bert.embeddings.word_embeddings.weight) == tie
+    ids = torch.tensor([[CLS, V + 20, SEP]])
+    logits = model(ids).logits if cls is BertForMaskedLM else model(ids).prediction_logits
+    assert logits.shape == (1, 3, V + 21)
+    model.save_pretrained(tmp_path)
+    loaded = cls.from_pretrained(tmp_path)
+    assert (loaded.mlm_head.decoder.weight is loaded.bert.embeddings.word_embeddings.weight) == tie
+    assert torch.equal(loaded.mlm_head.decoder.bias, decoder.bias)
+
+
+def gradients(checkpointing: dict | None) -> dict[str, torch.Tensor]:
+    model = make(BertForPreTraining, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0).train()
+    if checkpointing is not None:
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=checkpointing)
+    model(**labelled_inputs("BertForPreTraining")).loss.backward()
+    return {name: p.grad for name, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("use_reentrant", [True, False])
+def test_gradient_checkpointing_gives_the_same_gradients(use_reentrant):
+    expected, checkpointed = gradients(None), gradients({"use_reentrant": use_reentrant})
+    for name, grad in expected.items():
+        assert checkpointed[name] is not None and torch.allclose(checkpointed[name], grad, atol=1e-6), name
+
+
+def assert_initialised(model: BertPreTrainedModel):
+    std = model.config.initializer_range
+    for name, module in model.named_modules():
+        if isinstance(module, nn.LayerNorm):  # also the shared layers' AddNorm
+            assert torch.equal(module.weight, torch.ones_like(module.weight)), name
+            assert torch.equal(module.bias, torch.zeros_like(module.bias)), name
+        elif isinstance(module, nn.Linear):
+            assert torch.equal(module.bias, torch.zeros_like(module.bias)), name
+            assert 0.5 * std < module.weight.std() < 1.5 * std, name
+        elif isinstance(module, nn.Embedding):
+            assert 0.5 * std < module.weight.std() < 1.5 * std, name
+    assert not model.base_model.embeddings.word_embeddings.weight[model.config.pad_token_id].any()
+    assert all(torch.isfinite(t).all() for t in model.state_dict().values())
+
+
+@pytest.mark.parametrize("name", HEADS)
+def test_init_weights_initialises_every_tensor_of_a_meta_device_model(name):
+    with torch.device("meta"):
+        model = getattr(hf_seqmodels, name)(BertConfig.from_preset("tiny", num_labels=3))
+    model.to_empty(device="cpu")
+    with torch.no_grad():
+        for tensor in model.state_dict().values():
+            tensor.fill_(float("nan"))  # what uninitialised memory may hold
+    model.initialize_weights()
+    assert_initialised(model)
+
+
+def test_missing_weights_are_reported_and_initialised(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    make(BertForPreTraining).save_pretrained(tmp_path)
+    state = load_file(tmp_path / "model.safetensors")
+    missing = {"bert.embeddings.layer_norm.weight", "bert.encoder.layers.0.self_attn_norm.weight",
+               "bert.encoder.layers.1.ffn_norm.bias", "mlm_head.decoder.bias", "nsp_head.weight"}
+    save_file({k: v for k, v in state.items() if k not in missing}, tmp_path / "model.safetensors",
+              metadata={"format": "pt"})
+    model, info = BertForPreTraining.from_pretrained(tmp_path, output_loading_info=True)
+    assert set(info["missing_keys"]) == missing
+    assert (model.bert.embeddings.layer_norm.weight == 1).all() and (model.mlm_head.decoder.bias == 0).all()
+    assert (model.bert.encoder.layers[0].self_attn_norm.weight == 1).all()
+    assert (model.bert.encoder.layers[1].ffn_norm.bias == 0).all()
+    assert 0.01 < model.nsp_head.weight.std() < 0.03
+    assert torch.equal(model.bert.encoder.layers[1].ffn_norm.weight, state["bert.encoder.layers.1.ffn_norm.weight"])
+
+
+def test_accelerate_empty_weights_then_loading_gives_the_saved_model(tmp_path):
+    import accelerate
+
+    saved_model = make(BertForPreTraining)
+    saved_model.save_pretrained(tmp_path)
+    with accelerate.init_empty_weights():
+        model = BertForPreTraining(BertConfig.from_preset("tiny"))
+    assert model.bert.embeddings.word_embeddings.weight.is_meta
+    model.tie_weights()  # accelerate's documented step: its meta parameters replace the tie made in __init__
+    model = accelerate.load_checkpoint_and_dispatch(model, str(tmp_path / "model.safetensors"),
+                                                    device_map={"": "cpu"}).eval()
+    assert model.mlm_head.decoder.weight is model.bert.embeddings.word_embeddings.weight
+    inputs = head_inputs("BertModel")
+    assert torch.equal(model(**inputs).prediction_logits, saved_model(**inputs).prediction_logits)
+
+
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+@pytest.mark.parametrize("name", HEADS)
+def test_compiled_forward_of_every_head_has_no_graph_break(name, implementation):
+    assert BertPreTrainedModel._can_compile_fullgraph
+    model = make(getattr(hf_seqmodels, name), num_labels=3, attn_implementation=implementation)
+    inputs = labelled_inputs(name)
+    torch._dynamo.reset()
+    assert torch._dynamo.explain(model)(**inputs).graph_break_count == 0
+    compiled = torch.compile(model, fullgraph=True, backend="eager")
+    for flags in ({}, dict(output_hidden_states=True, output_attentions=True)):
+        expected, got = model(**inputs, **flags).to_tuple(), compiled(**inputs, **flags).to_tuple()
+        for a, b in zip(expected, got, strict=True):
+            for x, y in zip(a, b, strict=True) if isinstance(a, tuple) else [(a, b)]:
+                assert torch.allclose(x, y, atol=1e-6)
+
+
+def test_eager_checks_still_run_outside_compilation():
+    model = make(BertModel, max_position_embeddings=8)
+    with pytest.raises(ValueError, match=r"segment id -1, outside \[0, type_vocab_size=2\)"):
+        model(torch.tensor([[4, 7]]), token_type_ids=torch.tensor([[0, -1]]))
+    with pytest.raises(ValueError, match="max_position_embeddings=8"):
+        model(torch.tensor([[4, 7]]), position_ids=torch.tensor([[0, 8]]))
+
+
+@pytest.mark.parametrize(
+    "problem_type, labels, loss",
+    [
+        ("regression", torch.tensor([[0.5, -1.0, 2.0], [0.0, 1.0, 0.5]]), nn.functional.mse_loss),
+        ("single_label_classification", torch.tensor([2, 0]), nn.functional.cross_entropy),
+        ("multi_label_classification", torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]),
+         nn.functional.binary_cross_entropy_with_logits),
+    ],
+)
+def test_sequence_classification_honours_the_configured_problem_type(problem_type, labels, loss):
+    model = make(BertForSequenceClassification, num_labels=3, problem_type=problem_type)
+    out = model(**{**head_inputs("BertModel"), "labels": labels})
+    assert torch.allclose(out.loss, loss(out.logits, labels), atol=1e-6)
+    assert model.config.problem_type == problem_type
+
+
+def test_question_answering_ignores_positions_outside_the_input_and_never_gives_nan():
+    model = make(BertForQuestionAnswering)
+    inputs = head_inputs("BertModel")  # T = 10
+    out = model(**inputs, start_positions=torch.tensor([6, 25]), end_positions=torch.tensor([[8], [-3]]))
+    start = nn.functional.cross_entropy(out.start_logits[:1], torch.tensor([6]))  # 25: outside, ignored
+    end = nn.functional.cross_entropy(out.end_logits, torch.tensor([8, 0]))  # -3 is clamped to [CLS]
+    assert torch.allclose(out.loss, (start + end) / 2, atol=1e-6)
+    outside = model(**inputs, start_positions=torch.tensor([10, 40]), end_positions=torch.tensor([12, 99])).loss
+    assert outside.item() == 0.0
+    outside.backward()  # a training step on such a batch changes nothing and does not fail
 
 
 # --- tokenizer, pipelines, remote code, Trainer ------------------------------------------------------

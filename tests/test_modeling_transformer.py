@@ -228,13 +228,208 @@ def test_padded_batch_generates_what_each_sentence_generates_alone(make, mode):
         assert torch.equal(batched[i, -6:], model.generate(r[None], **kw)[0, -6:])
 
 
+# --- static cache and compilation ----------------------------------------------------------------------
+
+
+def padded_prompts() -> tuple[torch.Tensor, torch.Tensor]:
+    return left_pad([random_ids(1, n, V, seed=20 + n)[0] for n in (3, 7, 5)])
+
+
+@pytest.mark.parametrize("implementation", ["sdpa", "eager"])
+@pytest.mark.parametrize("mode", [dict(do_sample=False), dict(num_beams=3, num_return_sequences=2)])
+@pytest.mark.parametrize("make", [seq2seq, causal_lm])
+def test_static_cache_generates_what_the_dynamic_cache_generates(make, mode, implementation):
+    """generate(cache_implementation="static") used to fail on a mask/size mismatch in both models."""
+    model = make(seed=5, attn_implementation=implementation)
+    ids, mask = padded_prompts()
+    kw = dict(max_new_tokens=7, min_new_tokens=7, **mode)
+    dynamic = model.generate(ids, attention_mask=mask, **kw)
+    static = model.generate(ids, attention_mask=mask, cache_implementation="static", return_dict_in_generate=True, **kw)
+    assert torch.equal(static.sequences, dynamic)
+    assert type(static.cache).__name__ == ("EncoderDecoderCache" if make is seq2seq else "StaticCache")
+
+
+def dynamo_graph_breaks(call) -> tuple[int, list[str]]:
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(call)()
+    return explanation.graph_break_count, [str(reason.reason) for reason in explanation.break_reasons]
+
+
+@pytest.mark.parametrize("variant", [dict(), dict(position_embedding_type="learned", normalize_before=True)])
+@pytest.mark.parametrize("make", [seq2seq, causal_lm])
+def test_forward_traces_as_one_graph_without_breaks(make, variant):
+    """No value-reading check (``.item()``, ``int(t)``, ``bool(t.any())``) stays on the traced path, with a
+    padding mask, hidden states and attentions requested; the compiled forward gives the eager logits."""
+    model = make(**variant)
+    ids, mask = padded_prompts()
+    kw = dict(attention_mask=mask, output_hidden_states=True, output_attentions=True)
+    if make is seq2seq:
+        kw["decoder_input_ids"] = random_ids(3, 4, V, seed=1)
+    assert dynamo_graph_breaks(lambda: model(ids, **kw)) == (0, [])
+    compiled = torch.compile(model, fullgraph=True, backend="eager")
+    assert torch.allclose(compiled(ids, **kw).logits, model(ids, **kw).logits, atol=1e-5)
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("make", [seq2seq, causal_lm])
+def test_compiled_static_cache_generation_is_one_graph_for_every_step(make):
+    """What ``generate`` does on GPUs with a static cache: the decoding step compiled with fullgraph=True
+    (here forced on the CPU), compiled once for all steps and giving the eager tokens."""
+    from transformers import CompileConfig
+
+    assert make()._can_compile_fullgraph
+    model = make(seed=6)
+    ids, mask = padded_prompts()
+    graphs = []
+
+    def counting_backend(graph_module, example_inputs):
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    config = CompileConfig(fullgraph=True, backend=counting_backend, mode=None)
+    config._compile_all_devices = True  # transformers compiles on accelerators only, unless told
+    kw = dict(max_new_tokens=8, min_new_tokens=8, do_sample=False)
+    expected = model.generate(ids, attention_mask=mask, **kw)
+    torch._dynamo.reset()
+    try:
+        compiled = model.generate(ids, attention_mask=mask, cache_implementation="static", compile_config=config, **kw)
+    finally:
+        torch._dynamo.reset()
+    assert torch.equal(compiled, expected)
+    assert len(graphs) == 1  # the prefill runs eagerly, the 7 decoding steps share one graph
+
+
+# --- the transformers model contract: family-specific parts ----------------------------------------------
+
+
+@pytest.mark.parametrize("cls, config_class, outputs", [
+    (TransformerModel, TransformerConfig, 8), (TransformerForConditionalGeneration, TransformerConfig, 8),
+    (TransformerForCausalLM, TransformerLMConfig, 4),
+])
+def test_output_flags_and_return_dict_come_from_the_config(cls, config_class, outputs):
+    """``config.return_dict=False`` used to crash the heads; the flags of the config apply unless the keyword
+    says otherwise."""
+    torch.manual_seed(0)
+    config = config_class.from_preset("tiny", return_dict=False, output_hidden_states=True, output_attentions=True)
+    model = cls(config).eval()
+    ids = random_ids(2, 5, V)
+    kw = dict(decoder_input_ids=random_ids(2, 3, V, seed=1)) if config_class is TransformerConfig else {}
+    as_tuple = model(ids, **kw)
+    assert isinstance(as_tuple, tuple) and len(as_tuple) == outputs  # every field, hidden states and attentions
+    out = model(ids, return_dict=True, **kw)
+    hidden = out.decoder_hidden_states if config_class is TransformerConfig else out.hidden_states
+    assert len(hidden) == 3 and (out.cross_attentions if config_class is TransformerConfig else out.attentions)
+    quiet = model(ids, return_dict=True, output_hidden_states=False, output_attentions=False, **kw)
+    assert all(getattr(quiet, f, None) is None for f in ("hidden_states", "attentions", "decoder_hidden_states",
+                                                         "encoder_hidden_states", "cross_attentions"))
+
+
+def test_generate_returns_per_layer_states_of_both_stacks():
+    model = seq2seq(decoder_layers=3)
+    out = model.generate(random_ids(2, 6, V), max_new_tokens=4, min_new_tokens=4, do_sample=False,
+                         return_dict_in_generate=True, output_hidden_states=True, output_attentions=True)
+    assert [h.shape for h in out.encoder_hidden_states] == [(2, 6, 16)] * 3
+    assert [a.shape for a in out.encoder_attentions] == [(2, 4, 6, 6)] * 2
+    assert len(out.decoder_hidden_states) == len(out.cross_attentions) == 4  # one per step
+    assert [h.shape for h in out.decoder_hidden_states[2]] == [(2, 1, 16)] * 4  # embeddings + 3 layers
+    assert [a.shape for a in out.cross_attentions[2]] == [(2, 4, 1, 6)] * 3
+    assert [a.shape for a in out.decoder_attentions[2]] == [(2, 4, 1, 3)] * 3
+
+
+def test_causal_lm_inputs_embeds_forward_generate_and_continue():
+    model = causal_lm(seed=7)
+    ids, mask = padded_prompts()
+    embeds = model.get_input_embeddings()(ids)
+    assert torch.allclose(model(inputs_embeds=embeds, attention_mask=mask).logits,
+                          model(ids, attention_mask=mask).logits, atol=1e-6)
+    kw = dict(do_sample=False, attention_mask=mask)
+    from_ids = model.generate(ids, max_new_tokens=6, min_new_tokens=6, **kw)
+    from_embeds = model.generate(inputs_embeds=embeds, max_new_tokens=6, min_new_tokens=6, **kw)
+    assert torch.equal(from_embeds, from_ids[:, ids.shape[1]:])  # only the new tokens, as transformers does
+    first = model.generate(inputs_embeds=embeds, max_new_tokens=3, min_new_tokens=3, return_dict_in_generate=True, **kw)
+    longer = torch.cat([embeds, model.get_input_embeddings()(first.sequences)], dim=1)
+    longer_mask = torch.cat([mask, torch.ones_like(first.sequences)], dim=1)
+    rest = model.generate(inputs_embeds=longer, attention_mask=longer_mask, cache=first.cache, max_new_tokens=3,
+                          min_new_tokens=3, do_sample=False)
+    assert torch.equal(torch.cat([first.sequences, rest], dim=1), from_embeds)
+    with pytest.raises(ValueError, match="exactly one of `input_ids` and `inputs_embeds`"):
+        model(ids, inputs_embeds=embeds)
+
+
+def test_encoder_decoder_inputs_embeds_give_the_ids_results():
+    model = seq2seq()
+    src, tgt = random_ids(2, 6, V), random_ids(2, 3, V, seed=1)
+    embed = model.get_input_embeddings()
+    assert torch.allclose(model(inputs_embeds=embed(src), decoder_inputs_embeds=embed(tgt)).logits,
+                          model(src, decoder_input_ids=tgt).logits, atol=1e-6)
+
+
+def test_shift_labels_win_over_labels():
+    """Sequence-parallel training passes pre-shifted ``shift_labels`` beside ``labels``; they must be used."""
+    model = causal_lm()
+    ids = random_ids(2, 7, V)
+    shift_labels = random_ids(2, 7, V, seed=4)
+    shift_labels[:, -1] = -100
+    alone = model(ids, shift_labels=shift_labels).loss
+    assert torch.allclose(model(ids, labels=ids, shift_labels=shift_labels).loss, alone)
+    expected = nn.functional.cross_entropy(model(ids).logits.reshape(-1, V), shift_labels.reshape(-1))
+    assert torch.allclose(alone, expected, atol=1e-6)
+    assert not torch.allclose(model(ids, labels=ids).loss, alone)
+
+
+def test_init_weights_covers_the_add_and_norm_layer_norms():
+    model = seq2seq(normalize_before=True)
+    norms = [m for m in model.modules() if isinstance(m, nn.LayerNorm)]
+    assert any(type(m) is not nn.LayerNorm for m in norms)  # AddNorm: no "LayerNorm" in its class name
+    with torch.no_grad():
+        for norm in norms:
+            norm.weight.fill_(5.0), norm.bias.fill_(5.0)
+    for norm in norms:
+        model._init_weights(norm)
+        assert torch.equal(norm.weight, torch.ones_like(norm.weight)) and not norm.bias.any()
+
+
+@pytest.mark.parametrize("make", [seq2seq, causal_lm])
+def test_loading_a_checkpoint_with_missing_weights_reports_and_initialises_them(tmp_path, make):
+    """The encoder-decoder's shared embedding used to stay on the meta device, missing from missing_keys."""
+    from accelerate import init_empty_weights
+    from safetensors.torch import load_file, save_file
+
+    model = make()
+    model.save_pretrained(tmp_path)
+    state = load_file(tmp_path / "model.safetensors")
+    dropped = {k for k in state if "embed_tokens" in k or "ffn_norm" in k}
+    save_file({k: v for k, v in state.items() if k not in dropped}, tmp_path / "model.safetensors",
+              metadata={"format": "pt"})
+    with init_empty_weights():
+        empty = type(model)(model.config)
+    assert empty.get_input_embeddings().weight.is_meta
+    loaded, info = type(model).from_pretrained(tmp_path, output_loading_info=True)
+    assert dropped <= info["missing_keys"]
+    tensors = dict(loaded.named_parameters(remove_duplicate=False)) | dict(loaded.named_buffers())
+    assert not [name for name, t in tensors.items() if t.is_meta]
+    assert all(torch.isfinite(t).all() for t in tensors.values())
+    embed = loaded.get_input_embeddings().weight
+    assert 0.1 < embed.std().item() < 0.5  # N(0, 1/d_model), d_model = 16: std 0.25
+    if make is seq2seq:
+        assert loaded.model.decoder.embeddings.embed_tokens.weight is embed and loaded.lm_head.weight is embed
+    norm = (loaded.model.encoder if make is seq2seq else loaded.model).layers[0].ffn_norm
+    assert torch.equal(norm.weight, torch.ones(16)) and not norm.bias.any()
+    kept = loaded.state_dict()
+    assert all(torch.equal(kept[k], v) for k, v in state.items() if k not in dropped)
+
+
 # --- tying, presets, configuration errors -------------------------------------------------------------
 
 
 def test_three_way_two_way_and_no_tying():
     three = seq2seq()
     embed = three.model.encoder.embeddings.embed_tokens
-    assert three.model.decoder.embeddings.embed_tokens is embed and three.lm_head.weight is embed.weight
+    assert three.model.decoder.embeddings.embed_tokens.weight is embed.weight and three.lm_head.weight is embed.weight
+    shared_untied = seq2seq(tie_word_embeddings=False)  # encoder and decoder still share, the output layer doesn't
+    decoder_embed = shared_untied.model.decoder.embeddings.embed_tokens
+    assert decoder_embed.weight is shared_untied.model.encoder.embeddings.embed_tokens.weight
+    assert shared_untied.lm_head.weight is not decoder_embed.weight
     two = seq2seq(share_encoder_decoder_embeddings=False)
     assert two.lm_head.weight is two.model.decoder.embeddings.embed_tokens.weight
     assert two.model.encoder.embeddings.embed_tokens is not two.model.decoder.embeddings.embed_tokens
@@ -254,7 +449,7 @@ def test_save_and_auto_load_keep_outputs_and_tying(tmp_path, share, tie):
     src, tgt = random_ids(2, 5, V), random_ids(2, 3, V, seed=1)
     assert torch.equal(model(src, decoder_input_ids=tgt).logits, loaded(src, decoder_input_ids=tgt).logits)
     embed = loaded.model.encoder.embeddings.embed_tokens
-    assert (loaded.model.decoder.embeddings.embed_tokens is embed) == share
+    assert (loaded.model.decoder.embeddings.embed_tokens.weight is embed.weight) == share
     assert (loaded.lm_head.weight is loaded.model.decoder.embeddings.embed_tokens.weight) == tie
 
 
@@ -311,7 +506,7 @@ def test_resize_token_embeddings_resizes_the_target_side_and_the_source_side_onl
     three_way = seq2seq()
     three_way.resize_token_embeddings(110)
     embed = three_way.get_input_embeddings()
-    assert embed.num_embeddings == 110 and three_way.get_decoder_input_embeddings() is embed
+    assert embed.num_embeddings == 110 and three_way.get_decoder_input_embeddings().weight is embed.weight
     assert three_way.lm_head.weight is embed.weight and three_way.config.vocab_size == 110
     with pytest.raises(ValueError, match="source_vocab_size=None"):
         three_way.resize_source_token_embeddings(120)
@@ -391,15 +586,28 @@ def test_learned_positions_refuse_inputs_past_their_length():
         model(random_ids(1, 9, V))
 
 
-def test_gradient_checkpointing_gives_the_same_gradients():
+@pytest.mark.parametrize("use_reentrant", [None, True, False])
+@pytest.mark.parametrize("make", [seq2seq, causal_lm])
+def test_gradient_checkpointing_gives_the_same_gradients(make, use_reentrant):
+    """Every parameter's gradient, with dropout on (same seed). Reentrant checkpointing used to backpropagate
+    through the encoder once per decoder layer ("backward through the graph a second time")."""
+    src, mask = left_pad([random_ids(1, n, V, seed=n)[0] for n in (6, 4)])
+    labels = random_ids(2, 4, V, seed=1)
     grads = []
     for checkpointing in (False, True):
-        model = seq2seq(dropout=0.0).train()
+        model = make(dropout=0.1, attention_dropout=0.1).train()
         if checkpointing:
-            model.activation_checkpointing_enable()
-        model(random_ids(2, 5, V), labels=random_ids(2, 4, V, seed=1)).loss.backward()
-        grads.append(model.model.encoder.layers[0].self_attn.q_proj.weight.grad)
-    assert torch.allclose(grads[0], grads[1], atol=1e-6)
+            kwargs = {} if use_reentrant is None else {"use_reentrant": use_reentrant}
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        torch.manual_seed(3)
+        out = model(src, attention_mask=mask, labels=labels if make is seq2seq else src)
+        out.loss.backward()
+        assert output_cache(out) is None or not checkpointing  # checkpointed layers fill no cache
+        grads.append({n: p.grad for n, p in model.named_parameters()})
+    assert grads[0].keys() == grads[1].keys()
+    for name, grad in grads[0].items():
+        assert grad is not None and grads[1][name] is not None, name
+        assert torch.allclose(grad, grads[1][name], atol=1e-6), name
 
 
 # --- parity with torch.nn.Transformer -----------------------------------------------------------------

@@ -275,21 +275,27 @@ class TransformerPreTrainedModel(PreTrainedModel):
 
 class TransformerModel(SourceVocabularyMixin, TransformerPreTrainedModel):
     """Encoder and decoder, without the output layer. With ``share_encoder_decoder_embeddings`` both stacks
-    use one embedding matrix (``encoder.embeddings.embed_tokens``). With separate vocabularies the encoder's
-    matrix has ``source_vocab_size`` rows and the decoder's ``vocab_size`` (see :class:`SourceVocabularyMixin`
-    for what ``resize_token_embeddings`` resizes)."""
+    use one embedding matrix: the decoder's weight is tied to ``encoder.embeddings.embed_tokens.weight`` (a
+    tied parameter, whatever ``tie_word_embeddings`` says, so loading reports and initialises it like any
+    other). With separate vocabularies the encoder's matrix has ``source_vocab_size`` rows and the decoder's
+    ``vocab_size`` (see :class:`SourceVocabularyMixin` for what ``resize_token_embeddings`` resizes)."""
+
+    _shared_embedding_keys = {"decoder.embeddings.embed_tokens.weight": "encoder.embeddings.embed_tokens.weight"}
 
     def __init__(self, config: TransformerConfig):
         super().__init__(config)
         source_vocab_size = config.source_vocab_size if config.source_vocab_size is not None else config.vocab_size
-        source_embeddings = nn.Embedding(source_vocab_size, config.d_model)
-        shared = config.share_encoder_decoder_embeddings
-        target_embeddings = source_embeddings if shared else nn.Embedding(config.vocab_size, config.d_model)
-        self.encoder = TransformerEncoder(config, source_embeddings)
-        self.decoder = TransformerDecoder(config, target_embeddings, cross_attention=True)
-        if shared:
-            self._tied_weights_keys = {"decoder.embeddings.embed_tokens.weight": "encoder.embeddings.embed_tokens.weight"}
+        self.encoder = TransformerEncoder(config, nn.Embedding(source_vocab_size, config.d_model))
+        self.decoder = TransformerDecoder(config, nn.Embedding(config.vocab_size, config.d_model), cross_attention=True)
+        if config.share_encoder_decoder_embeddings:
+            self._tied_weights_keys = dict(self._shared_embedding_keys)
         self.post_init()
+
+    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
+        """transformers ties only when ``tie_word_embeddings``; the shared embeddings follow their own field."""
+        if not all_submodels and self.config.share_encoder_decoder_embeddings:
+            return dict(self._shared_embedding_keys)
+        return super().get_expanded_tied_weights_keys(all_submodels)
 
     def get_input_embeddings(self):
         return self.encoder.embeddings.embed_tokens

@@ -16,6 +16,7 @@ from model_test_utils import (
 )
 from torch.nn import functional as F
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, pipeline
+from transformers.cache_utils import Cache
 
 import hf_seqmodels  # noqa: F401  (registers the Auto classes)
 from hf_seqmodels import RNNSeq2SeqConfig, RNNSeq2SeqForConditionalGeneration, RNNSeq2SeqModel
@@ -621,9 +622,9 @@ def test_decoder_state_supports_the_cache_operations_of_generation():
     state.reorder_cache(torch.tensor([1, 1]))
     assert torch.equal(state.tensors[0], h[[1, 1]])
     state.crop(0)
-    state.crop(3)  # keep at most 3 tokens: all of them
     with pytest.raises(ValueError, match="cannot forget"):
         state.crop(-1)
+    assert isinstance(state, Cache) and state.get_seq_length() == 3
     # a state of one row serves both rows of a batch and a beam search continuing from it
     single = output_cache(model(src[:1], decoder_input_ids=torch.tensor([[2]]), use_cache=True))
     more = model.generate(src[:1], decoder_input_ids=torch.tensor([[2]]), past_key_values=single, num_beams=2,

@@ -53,7 +53,7 @@ class AttentionDecoderState(RecurrentState):
     def is_empty(self) -> bool:
         return not self.tensors
 
-    def update(self, tensors, input_feed, attention: torch.Tensor | None, source_mask, num_tokens: int) -> None:
+    def add_tokens(self, tensors, input_feed, attention: torch.Tensor | None, source_mask, num_tokens: int) -> None:
         """Store the state after ``num_tokens`` more target tokens; ``attention`` is ``(batch, num_tokens, src_len)``."""
         if attention is not None:
             added = attention.sum(dim=1)  # (B, S)
@@ -63,71 +63,52 @@ class AttentionDecoderState(RecurrentState):
         self.seq_length += num_tokens
 
     # --- the operations transformers' generation machinery calls on a cache -------------------------------
-
-    @property
-    def batch_size(self) -> int:
-        """Rows of the state, ``-1`` before the first forward call filled it (as transformers' ``Cache``)."""
-        return self.tensors[0].shape[0] if self.tensors else -1
-
-    @property
-    def is_compileable(self) -> bool:
-        return False
+    # RecurrentState (a transformers Cache) applies reorder_cache / batch_repeat_interleave / batch_select_indices
+    # to the recurrent tensors through `_rows`; the decoder's other batch-first tensors follow here.
 
     @property
     def is_croppable(self) -> bool:
-        """A recurrent state cannot be rewound (``crop`` to fewer tokens raises)."""
+        """False: the decoder state is updated in place and records no past states to roll back to."""
         return False
 
-    def get_max_length(self, layer_idx: int | None = None) -> int:
-        """No maximum: the state has a fixed size whatever the number of tokens read (``-1``, as transformers)."""
-        return -1
-
-    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        """Beam search: keep the rows ``beam_idx`` ``(batch * beams,)``. The attention keys stay: every beam of a
-        sentence attends to the same encoder outputs."""
-        super().reorder_cache(beam_idx)
-        self._map_extras(lambda value: value.index_select(0, beam_idx.to(value.device)))
+    def _rows(self, pick) -> None:
+        super()._rows(pick)
+        for name in ("input_feed", "coverage", "attention", "source_mask"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, pick(value))
 
     def batch_repeat_interleave(self, repeats: int) -> None:
         """Repeat every row ``repeats`` times in place (``(B, ...)`` -> ``(B * repeats, ...)``), as transformers
-        expands a batch for beams or several returned sequences. Stored attention keys are dropped: they belong
-        to the unexpanded encoder outputs."""
-        self._map_rows(lambda value: value.repeat_interleave(repeats, dim=0))
+        expands a batch for beams or several returned sequences. The stored attention keys are dropped: they
+        belong to the unexpanded encoder outputs. (Beam search's ``reorder_cache`` keeps them: every beam of a
+        sentence attends to the same encoder outputs.)"""
+        super().batch_repeat_interleave(repeats)
+        self._keys = None
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
-        """Keep only the rows ``indices`` in place; stored attention keys are dropped."""
-        self._map_rows(lambda value: value[indices.to(value.device) if torch.is_tensor(indices) else indices])
+        """Keep only the rows ``indices`` in place; the stored attention keys are dropped."""
+        super().batch_select_indices(indices)
+        self._keys = None
+
+    def activate_past_recording(self) -> None:
+        """Nothing is recorded (see :attr:`is_croppable`): :meth:`crop` keeps refusing rollbacks."""
 
     def crop(self, tokens_to_remove: int) -> None:
-        """transformers' rollback (assisted decoding): ``crop(0)`` (and a size at or above :attr:`seq_length`)
-        keeps the state; removing tokens raises a ValueError, since a recurrent state cannot forget a token."""
-        keeps = tokens_to_remove == 0 or (tokens_to_remove > 0 and tokens_to_remove >= self.seq_length)
-        if not keeps:
+        """transformers' rollback (assisted decoding): ``crop(0)`` keeps the state; removing tokens raises a
+        ValueError, since a recurrent decoder state cannot forget a token it read."""
+        if tokens_to_remove != 0:
             raise ValueError(
                 f"Cannot crop an {type(self).__name__} by {tokens_to_remove} (it has read {self.seq_length} tokens): "
                 "a recurrent decoder state summarises every token it read and cannot forget some of them, so "
                 "assisted/speculative decoding that rolls back the cache is not supported with this model."
             )
 
-    def activate_past_recording(self) -> None:
-        """Kept for transformers' rollback protocol; nothing can be recorded, so :meth:`crop` refuses rollbacks."""
-
     def reset(self) -> None:
         """Empty the state (the next forward call starts from the encoder's final states)."""
-        self.tensors, self.seq_length = (), 0
+        super().reset()
         self.input_feed = self.coverage = self.attention = self.source_mask = None
         self._keys = None
-
-    def _map_rows(self, fn) -> None:
-        self.tensors = tuple(fn(t) for t in self.tensors)
-        self._map_extras(fn)
-        self._keys = None
-
-    def _map_extras(self, fn) -> None:
-        for name in ("input_feed", "coverage", "attention", "source_mask"):
-            value = getattr(self, name)
-            if value is not None:
-                setattr(self, name, fn(value))
 
 
 def _version(tensor: torch.Tensor) -> int | None:

@@ -15,8 +15,6 @@ decoder's fused kernel over the whole target; the other wirings step through tim
 
 from __future__ import annotations
 
-import functools
-import re
 from dataclasses import dataclass
 
 import torch
@@ -27,7 +25,7 @@ from transformers.modeling_outputs import ModelOutput, Seq2SeqLMOutput, Seq2SeqM
 from transformers.utils.generic import can_return_tuple
 
 from .attention_state import AttentionDecoderState, CoveragePenaltyLogitsProcessor
-from .cache_naming import cache_field, given_cache, output_cache
+from .cache_naming import CACHE_NAME, cache_field, given_cache, output_cache
 from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from .input_checks import check_input_ids, check_source_ids, is_tracing
 from .modeling_rnn import RNNPreTrainedModel
@@ -106,11 +104,11 @@ class RNNSeq2SeqEncoder(nn.Module):
         check_source_ids(input_ids, self.config)
         mask = source_mask(attention_mask, input_ids.shape)
         embeddings = self.dropout(self.embed_tokens(input_ids))  # (B, S, E)
-        if output_hidden_states:
-            layers, final = run_stack_by_layer(self.rnn, embeddings, None, mask)  # L x (B, S, D*H_e)
-            memory, hidden_states = layers[-1], (embeddings, *layers)
+        if output_hidden_states:  # every layer's outputs: L x (B, S, D*H_e), the last one is the memory
+            memory, final, layers = self.rnn(embeddings, mask=mask, output_layers=True)
+            hidden_states = (embeddings, *layers)
         else:
-            (memory, final), hidden_states = run_stack(self.rnn, embeddings, None, mask), None  # (B, S, D*H_e)
+            (memory, final), hidden_states = self.rnn(embeddings, mask=mask), None  # (B, S, D*H_e)
         return RNNSeq2SeqEncoderOutput(
             last_hidden_state=memory,
             final_state=torch.stack(final, dim=1),  # (B, N, L*D, H_e)
@@ -131,69 +129,6 @@ def source_mask(attention_mask: torch.Tensor | None, shape: torch.Size) -> torch
     if not bool(mask.any(dim=1).all()):
         raise ValueError("Every source sentence needs at least one real token (`attention_mask` row of zeros).")
     return None if bool(mask.all()) else mask
-
-
-def run_stack(stack: RecurrentStack, inputs: torch.Tensor, state: tuple[torch.Tensor, ...] | None,
-              mask: torch.Tensor | None = None) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-    """``stack(inputs, state, mask=mask)``, with activation checkpointing that also works re-entrant.
-
-    The stack's own checkpointing hands the state tuple to ``torch.utils.checkpoint`` as one argument, which
-    the re-entrant variant does not see as tensors: the gradient to the initial state (the bridge, the previous
-    decoding step) is lost or the graph is walked twice. Here every state tensor is its own argument.
-    """
-    if not (stack.gradient_checkpointing and stack.training and torch.is_grad_enabled()):
-        return stack(inputs, state, mask=mask)
-    plain_forward = getattr(type(stack).forward, "__wrapped__", type(stack).forward)  # without checkpointing
-
-    def run(inputs, *state):
-        outputs, final = plain_forward(stack, inputs, state or None, mask=mask)
-        return (outputs, *final)
-
-    outputs, *final = stack._gradient_checkpointing_func(run, inputs, *(state or ()))
-    return outputs, tuple(final)
-
-
-_LAYER_PARAMETER = re.compile(r"^(.*)_l(\d+)(_reverse)?$")
-
-
-def run_stack_by_layer(stack: RecurrentStack, inputs: torch.Tensor, state: tuple[torch.Tensor, ...] | None,
-                       mask: torch.Tensor | None = None) -> tuple[list[torch.Tensor], tuple[torch.Tensor, ...]]:
-    """The stack run one layer at a time, for ``output_hidden_states``: the fused kernels run all layers in one
-    call and return only the top layer's outputs.
-
-    Layer ``k`` is a one-layer stack of the same kind whose parameters are the stack's ``*_l{k}[_reverse]``
-    (``torch.func.functional_call``: the same tensors, so gradients reach the stack's parameters); dropout
-    between layers as in the fused kernel (its random draws differ in training mode).
-
-    Returns:
-        each layer's outputs ``(batch, time, directions * hidden_size)`` and the final state (tensors
-        ``(batch, num_layers * directions, hidden_size)``), as :meth:`RecurrentStack.forward` returns.
-    """
-    if stack.num_layers == 1:
-        outputs, final = run_stack(stack, inputs, state, mask)
-        return [outputs], final
-    directions, finals, layers = stack.num_directions, [], []
-    for layer in range(stack.num_layers):
-        if layer > 0:
-            inputs = nn.functional.dropout(layers[-1], stack.rnn.dropout, stack.training)
-        params = {}
-        for name, param in stack.rnn.named_parameters():
-            prefix, index, reverse = _LAYER_PARAMETER.match(name).groups()
-            if int(index) == layer:
-                params[f"rnn.{prefix}_l0{reverse or ''}"] = param
-        one_layer = _one_layer_stack(stack.cell_type, inputs.shape[-1], stack.hidden_size, directions).train(stack.training)
-        layer_state = None if state is None else tuple(s[:, layer * directions : (layer + 1) * directions] for s in state)
-        outputs, final = torch.func.functional_call(one_layer, params, (inputs, layer_state), {"mask": mask})
-        layers.append(outputs)
-        finals.append(final)
-    return layers, tuple(torch.cat(parts, dim=1) for parts in zip(*finals, strict=True))
-
-
-@functools.cache
-def _one_layer_stack(cell_type: str, input_size: int, hidden_size: int, directions: int) -> RecurrentStack:
-    """A one-layer stack on the ``meta`` device (no memory), whose parameters :func:`run_stack_by_layer` supplies."""
-    with torch.device("meta"):
-        return RecurrentStack(cell_type, input_size, hidden_size, num_layers=1, bidirectional=directions == 2)
 
 
 class Bridge(nn.Module):
@@ -280,7 +215,7 @@ class AttentionDecoder(nn.Module):
         tensors of the graph (a user can ``retain_grad()`` on them).
         """
         inputs = self.dropout(self.embed_tokens(input_ids))  # (B, T, E)
-        run = run_stack_by_layer if output_hidden_states else _run_stack_top
+        run = _run_by_layer if output_hidden_states else _run_top
         if self.wiring == "none" or (self.wiring == "luong" and not self.input_feeding):
             layers, state = run(self.rnn, inputs, state)  # fused over the whole target: L x (B, T, H)
             weights = None if self.wiring == "none" else self._weights(layers[-1], keys, mask)
@@ -320,10 +255,16 @@ class AttentionDecoder(nn.Module):
         return torch.tanh(self.combine(torch.cat([context, top], dim=-1)))
 
 
-def _run_stack_top(stack, inputs, state):
-    """:func:`run_stack` with the outputs as a one-element list, the form of :func:`run_stack_by_layer`."""
-    outputs, state = run_stack(stack, inputs, state)
+def _run_top(stack: RecurrentStack, inputs, state):
+    """The stack's top-layer outputs as a one-element list, and its final state (the form of :func:`_run_by_layer`)."""
+    outputs, state = stack(inputs, state)
     return [outputs], state
+
+
+def _run_by_layer(stack: RecurrentStack, inputs, state):
+    """The outputs of every layer of the stack, ``L`` tensors ``(B, T, H)``, and its final state."""
+    _, state, layers = stack(inputs, state, output_layers=True)
+    return list(layers), state
 
 
 class RNNSeq2SeqModel(SourceVocabularyMixin, RNNSeq2SeqPreTrainedModel):
@@ -399,12 +340,15 @@ class RNNSeq2SeqModel(SourceVocabularyMixin, RNNSeq2SeqPreTrainedModel):
         check_input_ids(decoder_input_ids, self.config.vocab_size, "decoder_input_ids")
         use_cache = use_cache if use_cache is not None else self.config.use_cache
         past_key_values = given_cache(past_key_values, cache)
+        if past_key_values is not None and not isinstance(past_key_values, AttentionDecoderState):
+            raise ValueError(f"`past_key_values`/`cache` must be the AttentionDecoderState this model returns (or "
+                             f"AttentionDecoderState.empty()), got {type(past_key_values).__name__}.")
         if past_key_values is None or past_key_values.is_empty:
             state, feed = self.bridge(encoder_outputs.final_state), None
             if self.decoder.input_feeding:
                 feed = memory.new_zeros(memory.shape[0], self.config.hidden_size)  # h̃_0 = 0
-        else:
-            state, feed = past_key_values.tensors, past_key_values.input_feed
+        else:  # a ValueError when the state has another number of rows than the batch
+            state, feed = past_key_values.initial_or(memory.shape[0]), past_key_values.input_feed
         keys = None  # the attention's projection of the memory: once per source batch when decoding with a cache
         if self.decoder.attention is not None:
             keys = past_key_values.attention_keys(memory) if past_key_values is not None else None
@@ -415,7 +359,7 @@ class RNNSeq2SeqModel(SourceVocabularyMixin, RNNSeq2SeqPreTrainedModel):
         if use_cache:
             new_cache = past_key_values if past_key_values is not None else AttentionDecoderState()
             weights = decoded.weights[:, 0] if decoded.weights is not None else None  # (B, T, S)
-            new_cache.update(decoded.state, decoded.input_feed, weights, mask, decoder_input_ids.shape[1])
+            new_cache.add_tokens(decoded.state, decoded.input_feed, weights, mask, decoder_input_ids.shape[1])
             if keys is not None:
                 new_cache.store_attention_keys(memory, keys)
         return Seq2SeqModelOutput(
@@ -501,6 +445,14 @@ class RNNSeq2SeqForConditionalGeneration(SourceVocabularyMixin, RNNSeq2SeqPreTra
             cross_attentions=out.cross_attentions, encoder_last_hidden_state=out.encoder_last_hidden_state,
             encoder_hidden_states=out.encoder_hidden_states,
         )
+
+    def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs):
+        """As a draft model of assisted decoding the causal LMs' mixin starts from a recording RecurrentState;
+        this decoder needs its own state (whose ``crop`` refuses rollbacks with a clear error)."""
+        super()._prepare_cache_for_generation(generation_config, model_kwargs, *args, **kwargs)
+        state = model_kwargs.get(CACHE_NAME)
+        if state is not None and not isinstance(state, AttentionDecoderState) and not state.get_seq_length():
+            model_kwargs[CACHE_NAME] = AttentionDecoderState.empty()
 
     def prepare_inputs_for_generation(self, input_ids, next_sequence_length=None, past_key_values=None,
                                       attention_mask=None, cache=None, **kwargs):

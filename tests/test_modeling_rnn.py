@@ -318,3 +318,179 @@ def test_auto_model_registration():
     assert isinstance(AutoModel.from_config(config), RNNModel)
     assert isinstance(AutoModelForSequenceClassification.from_config(config), RNNForSequenceClassification)
     assert isinstance(AutoModelForTokenClassification.from_config(config), RNNForTokenClassification)
+
+
+# --- the transformers model contract: outputs, flags, resizing, checkpointing, embeddings, loading ------------
+
+
+def reference_layers(stack, x: torch.Tensor) -> list[torch.Tensor]:
+    """The fused stack's layers run one by one as separate torch modules holding the same weights."""
+    outputs = []
+    for k in range(stack.num_layers):
+        kind = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}.get(stack.cell_type, torch.nn.RNN)
+        extra = {"nonlinearity": stack.cell_type[4:]} if kind is torch.nn.RNN else {}
+        layer = kind(x.shape[-1], stack.hidden_size, batch_first=True, bidirectional=stack.num_directions == 2, **extra)
+        layer.load_state_dict({name: getattr(stack.rnn, name.replace("_l0", f"_l{k}")) for name, _ in
+                               layer.named_parameters()})
+        x = layer(x)[0]
+        outputs.append(x)
+    return outputs
+
+
+@pytest.mark.parametrize("cell_type, bidirectional", [("lstm", False), ("lstm", True), ("gru", True), ("rnn_relu", False)])
+def test_hidden_states_are_the_embeddings_and_every_layer(cell_type, bidirectional):
+    model = tiny_model(RNNModel, cell_type=cell_type, bidirectional=bidirectional, num_hidden_layers=3)
+    ids = random_ids(2, 6, 99)
+    out = model(ids, output_hidden_states=True)
+    assert len(out.hidden_states) == 4  # embeddings + 3 layers
+    torch.testing.assert_close(out.hidden_states[0], model.embed_tokens(ids))
+    for ours, theirs in zip(out.hidden_states[1:], reference_layers(model.encoder, out.hidden_states[0]), strict=True):
+        torch.testing.assert_close(ours, theirs)
+    assert out.hidden_states[-1] is out.last_hidden_state
+    assert [n for n, _ in model.state_dict().items()] == [n for n, _ in tiny_model(RNNModel, cell_type=cell_type,
+            bidirectional=bidirectional, num_hidden_layers=3).state_dict().items()]
+    torch.testing.assert_close(out.last_hidden_state, model(ids).last_hidden_state)  # same as the fused run
+
+
+@pytest.mark.parametrize("model_class", [RNNForCausalLM, RNNForSequenceClassification, RNNForTokenClassification])
+def test_hidden_states_of_every_head_are_graph_tensors_and_ignore_padding(model_class):
+    model = tiny_model(model_class, bidirectional=model_class is not RNNForCausalLM, pooling="mean")
+    rows = [random_ids(1, n, 99, seed=n)[0] for n in (3, 5)]
+    pad = left_pad if model_class is RNNForCausalLM else right_pad
+    ids, mask = pad(rows)
+    out = model(ids, attention_mask=mask, output_hidden_states=True)
+    assert len(out.hidden_states) == model.config.num_hidden_layers + 1
+    for h in out.hidden_states:
+        h.retain_grad()
+    out.logits.sum().backward()
+    assert all(h.grad is not None and h.grad.abs().sum() > 0 for h in out.hidden_states)
+    for i, row in enumerate(rows):
+        alone = model(row[None], output_hidden_states=True).hidden_states
+        real = mask[i].bool()
+        for h, h_alone in zip(out.hidden_states, alone, strict=True):
+            torch.testing.assert_close(h[i, real], h_alone[0], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("model_class", [RNNModel, RNNForCausalLM, RNNForSequenceClassification, RNNForTokenClassification])
+def test_output_flags_and_return_dict_come_from_the_config(tmp_path, model_class):
+    model = tiny_model(model_class, bidirectional=model_class not in (RNNForCausalLM,))
+    ids = random_ids(2, 5, 99)
+    model.config.output_hidden_states = True
+    assert len(model(ids).hidden_states) == 3
+    assert model(ids, output_hidden_states=False).hidden_states is None  # the keyword wins
+    model.config.output_hidden_states = False
+    model.save_pretrained(tmp_path)
+    loaded = model_class.from_pretrained(tmp_path, output_hidden_states=True).eval()
+    assert len(loaded(ids).hidden_states) == 3
+    model.config.return_dict = False
+    as_tuple = model(ids, output_hidden_states=True)
+    assert isinstance(as_tuple, tuple) and isinstance(as_tuple[-1], tuple) and len(as_tuple[-1]) == 3
+    key = "last_hidden_state" if model_class is RNNModel else "logits"
+    torch.testing.assert_close(as_tuple[0], model(ids, return_dict=True)[key])
+
+
+@pytest.mark.parametrize("tie", [False, True])
+@pytest.mark.parametrize("embedding_size", [12, 16])
+def test_resize_token_embeddings_resizes_every_vocabulary_table(tie, embedding_size):
+    model = tiny_model(tie_word_embeddings=tie, embedding_size=embedding_size, char_encoder="cnn")
+    ids = random_ids(2, 5, 99)
+    with torch.no_grad():  # transformers swaps the embedding's data: a graph built before would be stale
+        before = model(ids).logits
+    model.resize_token_embeddings(120)
+    assert model.config.vocab_size == 120
+    assert model.model.embed_tokens.weight.shape[0] == model.lm_head.weight.shape[0] == model.lm_head.bias.shape[0] == 120
+    assert model.model.char_encoder.token_chars.shape[0] == 120
+    assert (model.lm_head.weight is model.model.embed_tokens.weight) == tie
+    out = model(torch.cat([ids, torch.tensor([[119], [100]])], dim=1), labels=ids.new_zeros(2, 6))
+    torch.testing.assert_close(out.logits[:, :5, :99], before)  # old tokens keep their scores
+    out.loss.backward()
+    assert model.generate(ids, max_new_tokens=2).shape == (2, 7)
+    model.resize_token_embeddings(50)
+    assert model(random_ids(1, 3, 50)).logits.shape == (1, 3, 50)
+
+
+@pytest.mark.parametrize("reentrant", [True, False])
+@pytest.mark.parametrize("model_class", [RNNForCausalLM, RNNForSequenceClassification, RNNForTokenClassification])
+def test_gradient_checkpointing_gives_the_gradients_of_a_plain_backward(model_class, reentrant):
+    ids = random_ids(3, 7, 99)
+    labels = {RNNForCausalLM: ids, RNNForSequenceClassification: torch.tensor([0, 1, 1]),
+              RNNForTokenClassification: ids % 2}[model_class]
+
+    def gradients(checkpointing: bool):
+        model = tiny_model(model_class, bidirectional=model_class is not RNNForCausalLM, hidden_dropout_prob=0.2)
+        model.train()
+        if checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
+        torch.manual_seed(3)
+        model(ids, labels=labels).loss.backward()
+        return {name: p.grad for name, p in model.named_parameters()}
+
+    plain, checkpointed = gradients(False), gradients(True)
+    assert all(g is not None for g in plain.values())
+    for name, grad in plain.items():
+        assert checkpointed[name] is not None, name
+        torch.testing.assert_close(checkpointed[name], grad, msg=name)
+
+
+def test_inputs_embeds_in_forward_and_generate():
+    model = tiny_model()
+    ids = random_ids(2, 5, 99)
+    embeds = model.get_input_embeddings()(ids)
+    torch.testing.assert_close(model(inputs_embeds=embeds).logits, model(ids).logits)
+    kw = dict(max_new_tokens=5, min_new_tokens=5, do_sample=False)
+    from_ids = model.generate(ids, **kw)
+    from_embeds = model.generate(inputs_embeds=embeds, **kw)
+    assert torch.equal(from_embeds, from_ids[:, 5:])  # generate returns only the new tokens then
+    first = model.generate(inputs_embeds=embeds, return_dict_in_generate=True, **kw)  # and continue from its state
+    more = torch.cat([embeds, model.get_input_embeddings()(first.sequences)], dim=1)
+    continued = model.generate(inputs_embeds=more, **cache_field(output_cache(first)), **kw)
+    assert torch.equal(continued, model.generate(inputs_embeds=more, **kw))
+    with pytest.raises(ValueError, match="exactly one of `input_ids` and `inputs_embeds`"):
+        model(ids, inputs_embeds=embeds)
+    with pytest.raises(ValueError, match="embedding_size=12"):
+        model(inputs_embeds=torch.zeros(1, 3, 7))
+
+
+def test_shift_labels_take_the_place_of_labels():
+    model = tiny_model()
+    ids = random_ids(2, 6, 99)
+    targets = random_ids(2, 6, 99, seed=4)
+    expected = torch.nn.functional.cross_entropy(model(ids).logits.reshape(-1, 99), targets.reshape(-1))
+    torch.testing.assert_close(model(ids, shift_labels=targets).loss, expected)
+    torch.testing.assert_close(model(ids, labels=ids, shift_labels=targets).loss, expected)
+
+
+@pytest.mark.parametrize("device_map", [None, "cpu"])
+def test_missing_weights_are_initialised_and_reported(tmp_path, device_map):
+    """With a device map, transformers builds the model on the meta device (accelerate's init_empty_weights) and
+    materialises it while loading."""
+    from safetensors.torch import load_file, save_file
+
+    model = tiny_model(cell_type="peephole_lstm", char_encoder="lstm", init_range=0.05)
+    model.save_pretrained(tmp_path)
+    weights = load_file(str(tmp_path / "model.safetensors"))
+    missing = {"lm_head.weight", "lm_head.bias", "model.encoder.rnn.weight_peephole_l1",
+               "model.char_encoder.token_chars", "model.char_encoder.lstm.rnn.weight_ih_l0_reverse"}
+    save_file({k: v for k, v in weights.items() if k not in missing}, str(tmp_path / "model.safetensors"),
+              metadata={"format": "pt"})
+    loaded, info = RNNForCausalLM.from_pretrained(tmp_path, output_loading_info=True, device_map=device_map)
+    assert set(info["missing_keys"]) == missing
+    tensors = dict(loaded.named_parameters()) | dict(loaded.named_buffers())
+    assert all(t.device.type == "cpu" and torch.isfinite(t.float()).all() for t in tensors.values())
+    assert not tensors["lm_head.bias"].any() and not tensors["model.char_encoder.token_chars"].any()
+    for name in missing - {"lm_head.bias", "model.char_encoder.token_chars"}:
+        assert 0 < tensors[name].abs().max() <= 0.05, name
+    for name in weights.keys() - missing:
+        assert torch.equal(tensors[name], weights[name]), name
+
+
+def test_torch_compile_gives_the_eager_results():
+    """The fused kernels are graph breaks (recurrent_stack's docstring); the results must not change."""
+    model = tiny_model()
+    compiled = torch.compile(model, backend="aot_eager")
+    ids, mask = random_ids(2, 6, 99), torch.tensor([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]])
+    for kw in ({}, {"attention_mask": mask, "output_hidden_states": True}):
+        eager, traced = model(ids, **kw), compiled(ids, **kw)
+        torch.testing.assert_close(traced.logits, eager.logits)
+        assert_states_equal = [torch.equal(a, b) for a, b in zip(output_cache(traced), output_cache(eager), strict=True)]
+        assert all(assert_states_equal) and output_cache(traced).get_seq_length() == 6

@@ -489,7 +489,7 @@ def test_tying_encoder_and_decoder_embeddings_across_vocabularies_fails_at_confi
                r"vocabularies \(source_vocab_size=150, vocab_size=99\)")
     with pytest.raises(ValueError, match=message):
         TransformerConfig.from_preset("tiny", source_vocab_size=SOURCE_V)
-    with pytest.raises(ValueError, match=r"`source_vocab_size`=0: expected a positive number"):
+    with pytest.raises(ValueError, match=r"`source_vocab_size`=0: expected an integer >= 1"):
         TransformerConfig.from_preset("tiny", source_vocab_size=0, share_encoder_decoder_embeddings=False)
 
 

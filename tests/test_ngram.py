@@ -241,7 +241,7 @@ def test_sampling_is_reproducible_and_follows_the_distribution():
     (dict(order=0), "`order`=0: expected an integer >= 1"),
     (dict(order=2.5), "`order`=2.5"),
     (dict(smoothing="witten_bell"), "`smoothing`='witten_bell': expected one of 'add_k', 'kneser_ney'"),
-    (dict(smoothing="add_k", k=0), "`k`=0: expected a finite number > 0"),
+    (dict(smoothing="add_k", k=0), "`k`=0: expected a positive number"),
     (dict(smoothing="add_k", k=-1.0), "`k`=-1.0"),
     (dict(discount=1.5), "`discount`=1.5: expected None, or numbers in (0, 1]"),
     (dict(order=2, discount=[0.5]), "expected a list of order=2 discounts"),

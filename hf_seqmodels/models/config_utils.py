@@ -122,9 +122,14 @@ FIELD_RANGES: dict[str, str] = {
                      "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim",
                      "max_position_embeddings", "context_size", "num_filters", "filter_sizes",
                      "char_embedding_size", "char_hidden_size", "char_kernel_size", "char_max_word_length",
-                     "init_range", "initializer_range", "layer_norm_eps", "classifier_max_norm"), "positive"),
+                     "init_range", "initializer_range", "layer_norm_eps", "classifier_max_norm",
+                     # word embeddings and n-grams
+                     "vector_size", "window", "epochs", "batch_words", "batch_size", "chunk_words", "max_node_hits",
+                     "order", "x_max", "alpha", "learning_rate", "k"), "positive"),
     **dict.fromkeys(("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "dropout",
                      "attention_dropout", "activation_dropout", "label_smoothing"), "probability"),
+    **dict.fromkeys(("negative", "sample", "min_learning_rate_ratio", "power_iterations", "seed",
+                     "noise_power"), "non_negative"),
 }
 
 _RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
@@ -149,6 +154,8 @@ def validate_fields(config: Any, skip: Iterable[str] = ()) -> None:
         if value is None or field.name not in ranges:
             continue
         accepts, text = _RANGES[ranges[field.name]]
+        if ranges[field.name] == "positive" and "float" not in str(field.type):
+            text = "an integer >= 1"
         several = isinstance(value, (list, tuple))
         if not all(_is_real(i) and accepts(i) for i in (value if several else [value])):
             raise _invalid_field(config, field.name, value, text + (" for every item" if several else ""))

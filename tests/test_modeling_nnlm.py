@@ -105,3 +105,76 @@ def test_save_auto_load_and_remote_code(tmp_path):
     report = run_without_package(tmp_path, "AutoModelForCausalLM", ids, tmp_path / "out.safetensors")
     assert report["class"] == "NNLMForCausalLM"
     assert torch.allclose(report["logits"], model(ids).logits, atol=1e-6)
+
+
+# --- the transformers model contract -------------------------------------------------------------------------
+
+
+def test_hidden_states_are_the_context_and_the_tanh_layer():
+    model = tiny_model()
+    ids = random_ids(2, 6, 99)
+    out = model(ids, output_hidden_states=True)
+    x, h = out.hidden_states
+    assert x.shape == (2, 6, 3 * 8) and h.shape == (2, 6, 16)
+    torch.testing.assert_close(h, torch.tanh(model.hidden(x)))
+    torch.testing.assert_close(out.logits, model.lm_head(h) + model.direct(x))
+    x.retain_grad()
+    out.logits.sum().backward()
+    assert x.grad is not None  # tensors of the graph
+    model.config.output_hidden_states = True
+    assert len(model(ids).hidden_states) == 2 and model(ids, output_hidden_states=False).hidden_states is None
+    model.config.return_dict = False
+    assert isinstance(model(ids), tuple)
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_resize_keeps_every_old_score_and_resizes_the_direct_connections(direct):
+    model = tiny_model(direct_connections=direct)
+    ids = random_ids(2, 5, 99)
+    with torch.no_grad():
+        before = model(ids).logits
+    model.resize_token_embeddings(130)
+    assert model.embed_tokens.num_embeddings == model.lm_head.out_features == model.lm_head.bias.shape[0] == 130
+    if direct:
+        assert model.direct.weight.shape == (130, 24)
+    out = model(torch.cat([ids, torch.tensor([[129], [120]])], dim=1), labels=ids.new_zeros(2, 6))
+    torch.testing.assert_close(out.logits[:, :5, :99], before)
+    out.loss.backward()
+    assert model.generate(ids, max_new_tokens=3, num_beams=2).shape == (2, 8)
+    model.resize_token_embeddings(40)
+    assert model(random_ids(1, 4, 40)).logits.shape == (1, 4, 40)
+
+
+def test_inputs_embeds_in_forward_and_generate():
+    model = tiny_model()
+    ids = random_ids(2, 5, 99)
+    embeds = model.get_input_embeddings()(ids)
+    torch.testing.assert_close(model(inputs_embeds=embeds).logits, model(ids).logits)
+    first = model(inputs_embeds=embeds[:, :2])  # the state keeps vectors; ids can follow
+    torch.testing.assert_close(model(ids[:, 2:], past_key_values=output_cache(first)).logits, model(ids).logits[:, 2:])
+    kw = dict(max_new_tokens=4, min_new_tokens=4, do_sample=False)
+    assert torch.equal(model.generate(inputs_embeds=embeds, **kw), model.generate(ids, **kw)[:, 5:])
+    with pytest.raises(ValueError, match="exactly one of `input_ids` and `inputs_embeds`"):
+        model()
+
+
+def test_shift_labels_take_the_place_of_labels():
+    model = tiny_model()
+    ids, targets = random_ids(2, 6, 99), random_ids(2, 6, 99, seed=3)
+    expected = torch.nn.functional.cross_entropy(model(ids).logits.reshape(-1, 99), targets.reshape(-1))
+    torch.testing.assert_close(model(ids, labels=ids, shift_labels=targets).loss, expected)
+
+
+@pytest.mark.parametrize("device_map", [None, "cpu"])
+def test_missing_weights_are_initialised_and_reported(tmp_path, device_map):
+    from safetensors.torch import load_file, save_file
+
+    tiny_model(init_range=0.05).save_pretrained(tmp_path)
+    weights = load_file(str(tmp_path / "model.safetensors"))
+    missing = {"direct.weight", "hidden.bias"}
+    save_file({k: v for k, v in weights.items() if k not in missing}, str(tmp_path / "model.safetensors"),
+              metadata={"format": "pt"})
+    loaded, info = NNLMForCausalLM.from_pretrained(tmp_path, output_loading_info=True, device_map=device_map)
+    assert set(info["missing_keys"]) == missing
+    assert 0 < loaded.direct.weight.abs().max() <= 0.05 and not loaded.hidden.bias.any()
+    assert all(p.device.type == "cpu" for p in loaded.parameters())

@@ -377,3 +377,23 @@ def test_bad_trees_raise_clear_errors(parents, message):
     tree = ChildSumTreeLSTM(IN, H)
     with pytest.raises(ValueError, match=message):
         tree(torch.randn(1, len(parents), IN), torch.tensor([parents]))
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_peephole_stack_outputs_every_layer_from_the_same_weights(bidirectional):
+    torch.manual_seed(0)
+    stack = RecurrentStack("peephole_lstm", IN, H, num_layers=3, bidirectional=bidirectional).eval()
+    mask = torch.tensor(MASKS["right-left-holes"], dtype=torch.bool)
+    x = torch.randn(B, T, IN)
+    out, final = stack(x, mask=mask)
+    layered_out, layered_final, layers = stack(x, mask=mask, output_layers=True)
+    assert len(layers) == 3 and layers[-1] is layered_out
+    torch.testing.assert_close(layered_out, out)
+    for a, b in zip(layered_final, final, strict=True):
+        torch.testing.assert_close(a, b)
+    layer_input = x
+    for k, layer_output in enumerate(layers):  # layer k alone, as a one-layer PeepholeLSTM with its weights
+        one = PeepholeLSTM(layer_input.shape[-1], H, bidirectional=bidirectional, batch_first=True)
+        one.load_state_dict({name: getattr(stack.rnn, name.replace("_l0", f"_l{k}")) for name in one.state_dict()})
+        layer_input = one(layer_input, mask=mask)[0]
+        torch.testing.assert_close(layer_output, layer_input)

@@ -344,7 +344,8 @@ def test_named_presets_build_and_the_tiny_ones_learn_the_topics(topic_corpus):
 @pytest.mark.parametrize("architecture", ["skipgram", "cbow"])
 def test_hierarchical_softmax_stays_finite_on_a_zipfian_corpus(tmp_path, architecture):
     """The inner nodes near the Huffman root lie on almost every word's path: summing their updates over a
-    batch of a Zipfian text (as natural text is) diverged to NaN before updates were scaled by 1/sqrt(hits)."""
+    batch of a Zipfian text (as natural text is) diverges to NaN unless a node's summed update is capped
+    (``max_node_hits``)."""
     rng = np.random.default_rng(0)
     size = 3000
     p = 1.0 / np.arange(1, size + 1)
@@ -353,3 +354,64 @@ def test_hierarchical_softmax_stays_finite_on_a_zipfian_corpus(tmp_path, archite
     config = Word2VecConfig(architecture=architecture, loss="hierarchical_softmax", epochs=1)
     vectors = train_word2vec(corpus, config, min_count=1)
     assert torch.isfinite(torch.as_tensor(vectors.vectors)).all()
+
+
+# ------------------------------------------------------------------------------------------------
+# One update step against word2vec.c's equations, written out by hand
+# ------------------------------------------------------------------------------------------------
+
+
+def _word2vec_c_hierarchical_softmax(syn0, syn1, context, word, tree, alpha):
+    """word2vec.c's hierarchical-softmax step, loop for loop: the input ``neu1`` is the mean of the
+    ``context`` rows of ``syn0`` (one row: skip-gram), the target ``word``'s path runs through ``syn1``."""
+    syn0, syn1 = syn0.clone(), syn1.clone()
+    neu1 = sum(syn0[c] for c in context) / len(context)
+    neu1e = torch.zeros_like(neu1)
+    for d in range(len(tree.codes[word])):
+        node = tree.points[word][d]
+        f = float(neu1 @ syn1[node])
+        if f <= -6 or f >= 6:
+            continue
+        g = (1 - tree.codes[word][d] - 1 / (1 + math.exp(-f))) * alpha
+        neu1e += g * syn1[node]
+        syn1[node] += g * neu1
+    for c in context:
+        syn0[c] += neu1e
+    return syn0, syn1
+
+
+@pytest.mark.parametrize("architecture", ["skipgram", "cbow"])
+def test_hierarchical_softmax_step_matches_word2vec_c(architecture):
+    vocab = Vocabulary(["a", "b", "c", "d", "e"], [50, 20, 10, 5, 2])
+    trainer = Word2VecTrainer(vocab, Word2VecConfig(architecture=architecture, loss="hierarchical_softmax",
+                                                    vector_size=4, window=2))
+    generator = torch.Generator().manual_seed(0)
+    trainer.input_vectors.copy_(torch.randn(5, 4, generator=generator))
+    trainer.output_vectors.copy_(torch.randn(4, 4, generator=generator))
+    trainer.output_vectors[3] *= 20  # the root: scores beyond ±6, where word2vec.c makes no step
+    tree = build_huffman_tree(vocab.counts)
+    context, word = ([2], 4) if architecture == "skipgram" else ([0, 2, 3], 4)
+    syn0, syn1 = _word2vec_c_hierarchical_softmax(trainer.input_vectors, trainer.output_vectors, context, word,
+                                                  tree, alpha=0.1)
+    assert abs(float(trainer.input_vectors[context].mean(0) @ trainer.output_vectors[3])) >= 6
+    assert not torch.equal(syn1[:3], trainer.output_vectors[:3])  # the other three nodes of the path move
+    trainer.update(torch.tensor(context), torch.tensor([0, len(context)]), torch.tensor([word]), lr=0.1)
+    torch.testing.assert_close(trainer.input_vectors, syn0)
+    torch.testing.assert_close(trainer.output_vectors, syn1)
+
+
+def test_a_node_hit_more_than_max_node_hits_times_in_a_batch_moves_by_a_capped_sum():
+    vocab = Vocabulary(["a", "b", "c", "d"], [40, 30, 20, 10])
+    trainer = Word2VecTrainer(vocab, Word2VecConfig(loss="hierarchical_softmax", vector_size=3, max_node_hits=1))
+    generator = torch.Generator().manual_seed(1)
+    trainer.input_vectors.copy_(torch.randn(4, 3, generator=generator))
+    trainer.output_vectors.copy_(torch.randn(3, 3, generator=generator))
+    tree = build_huffman_tree(vocab.counts)
+    steps = [_word2vec_c_hierarchical_softmax(trainer.input_vectors, trainer.output_vectors, [c], 3, tree, 0.1)
+             for c in (0, 1)]  # two examples, same target: every node of its path is hit twice
+    input_change = sum(syn0 - trainer.input_vectors for syn0, _ in steps)
+    node_change = sum(syn1 - trainer.output_vectors for _, syn1 in steps)
+    expected_inputs, expected_nodes = trainer.input_vectors + input_change, trainer.output_vectors + node_change / 2
+    trainer.update(torch.tensor([0, 1]), torch.tensor([0, 1, 2]), torch.tensor([3, 3]), lr=0.1)
+    torch.testing.assert_close(trainer.input_vectors, expected_inputs)  # inputs: the plain sum
+    torch.testing.assert_close(trainer.output_vectors, expected_nodes)  # nodes: capped at 1 step's worth

@@ -1,46 +1,53 @@
 """word2vec (Mikolov et al. 2013; course notes 001 §3–§10): CBOW and skip-gram, each trained with
-negative sampling or with hierarchical softmax.
+negative sampling or with hierarchical softmax, with word2vec.c's update equations.
 
 Two matrices: input vectors :math:`v_w` (the word vectors we keep, ``input_vectors``) and output
 vectors :math:`u` (``output_vectors``: one per word for negative sampling, one per Huffman inner node
 for hierarchical softmax). For a centre word :math:`w_t` and its context :math:`C_t` (the words at most
 :math:`R` positions away, :math:`R \\sim U\\{1..\\text{window}\\}` drawn per centre: the dynamic window):
 
-* **skip-gram** predicts each context word :math:`c \\in C_t` from :math:`h = v_{w_t}`;
+* **skip-gram** predicts :math:`w_t` from each context word alone, :math:`h = v_c` for :math:`c \\in C_t`
+  (word2vec.c's order: the context word is the input, the centre word the target);
 * **CBOW** predicts :math:`w_t` from the average :math:`h = \\frac{1}{|C_t|}\\sum_{c \\in C_t} v_c`.
 
-The output layer scores a target :math:`o` given :math:`h`:
+The output layer scores the target :math:`o = w_t` given :math:`h`:
 
 * **negative sampling**: :math:`J = -\\log\\sigma(u_o^\\top h) - \\sum_{k=1}^{K}\\log\\sigma(-u_{n_k}^\\top h)`
   with :math:`n_k \\sim P_n(w) \\propto \\text{count}(w)^{0.75}`;
 * **hierarchical softmax**: :math:`J = -\\sum_j \\log\\sigma\\big((1 - 2d_j)\\,u_{p_j}^\\top h\\big)` over the
   inner nodes :math:`p_j` and code bits :math:`d_j` of :math:`o`'s Huffman path (:mod:`.huffman`).
 
-Both are binary logistic losses, so one update serves them: with label :math:`y` (1 for the true
-target, 0 for a noise word; :math:`1 - d_j` on a path) and :math:`g = \\alpha\\,(y - \\sigma(u^\\top h))`,
-plain SGD does :math:`u \\mathrel{+}= g\\,h` and :math:`h` receives :math:`\\sum g\\,u`. As in word2vec.c,
-CBOW adds :math:`h`'s update to every context vector undivided, negatives equal to the target are
-skipped (with hierarchical softmax, an inner node hit :math:`n` times in one batch moves by its summed
-update divided by :math:`\\sqrt{n}`: the nodes near the root are on nearly every path), and the
-learning rate decays linearly from ``learning_rate`` to ``learning_rate * min_learning_rate_ratio`` over all
-epochs. Frequent words are subsampled
-(:meth:`.Vocabulary.keep_probabilities`) before windows are taken.
+Both are binary logistic losses with label :math:`y` (1 for the target, 0 for a noise word, :math:`1 - d_j`
+on a path). word2vec.c's step for one prediction, with :math:`g = \\alpha\\,(y - \\sigma(u^\\top h))`:
 
-Training is batched: ``batch_words`` centre words at a time, their pairs built with array operations,
-one gather / ``index_add_`` per matrix per batch (updates of the same row within a batch add up).
+.. math::  e \\mathrel{+}= g\\,u, \\qquad u \\mathrel{+}= g\\,h \\qquad \\text{(each target or node)}, \\qquad
+           v_c \\mathrel{+}= e \\quad \\text{(the input word; with CBOW every context word, undivided)}.
+
+As in word2vec.c, noise words equal to the target are skipped and with hierarchical softmax a node whose
+score lies outside :math:`(-6, 6)` is not updated (word2vec.c's ``MAX_EXP``). The learning rate decays
+linearly from ``learning_rate`` to ``learning_rate * min_learning_rate_ratio`` over all epochs. Frequent
+words are subsampled (:meth:`.Vocabulary.keep_probabilities`) before windows are taken.
+
+Training is batched: ``batch_words`` centre words at a time share one gather and one ``index_add_`` per
+matrix, so the updates of a row within a batch add up. That is word2vec.c's sum of steps except for
+rows hit many times in one batch: the Huffman nodes near the root lie on nearly every path. A node's
+summed update is therefore capped at ``max_node_hits`` steps' worth (a node hit :math:`n` times moves by
+its summed update times :math:`\\min(1, \\text{max\\_node\\_hits} / n)`); nodes hit fewer times move
+exactly as in word2vec.c. Subsampling, the dynamic windows and the noise words of
+``chunk_words`` centre words are drawn at once, with array operations.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..models.config_utils import PresetMixin, check_choice, invalid
@@ -52,6 +59,7 @@ logger = logging.getLogger(__name__)
 
 ARCHITECTURES = ("cbow", "skipgram")
 LOSSES = ("negative_sampling", "hierarchical_softmax")
+MAX_EXP = 6.0  # word2vec.c: hierarchical-softmax nodes scored outside (-MAX_EXP, MAX_EXP) are not updated
 
 
 @dataclass
@@ -60,6 +68,7 @@ class Word2VecConfig(PresetMixin):
 
     ``batch_words`` centre words share one update, in which the updates of a row add up: on a vocabulary
     of a few dozen words a frequent row gets many at once, so use a small value there (e.g. 64).
+    ``max_node_hits`` caps the summed update of a Huffman node within a batch (module docstring).
 
     ``Word2VecConfig.from_preset(name, **overrides)``: ``tiny`` (tests), ``word2vec-c-skipgram`` and
     ``word2vec-c-cbow`` (word2vec.c's defaults with ``-cbow 0``/``1``, its subsampling formula),
@@ -90,15 +99,17 @@ class Word2VecConfig(PresetMixin):
     min_learning_rate_ratio: float = 1e-4
     epochs: int = 5
     batch_words: int = 512
+    max_node_hits: int = 16
+    chunk_words: int = 65536
     seed: int = 0
 
     def __post_init__(self) -> None:
         check_choice("architecture", self.architecture, ARCHITECTURES)
         check_choice("loss", self.loss, LOSSES)
         check_choice("subsampling_formula", self.subsampling_formula, SUBSAMPLING_FORMULAS)
-        for name in ("vector_size", "window", "epochs", "batch_words"):
+        for name in ("vector_size", "window", "epochs", "batch_words", "max_node_hits", "chunk_words"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise invalid(name, value, "an integer >= 1")
         if self.loss == "negative_sampling" and (not isinstance(self.negative, int) or self.negative < 1):
             raise invalid("negative", self.negative, "an integer >= 1 with loss='negative_sampling'")
@@ -113,20 +124,35 @@ class Word2VecConfig(PresetMixin):
 
 
 class NegativeSampler:
-    """Draws noise words from ``P_n(w) ∝ count(w)^power`` through a table of ``table_size`` word ids in
-    which word ``w`` fills a share ``P_n(w)`` of the cells (word2vec.c's unigram table; a uniform cell
-    index picks a word with probability ``P_n(w)`` up to rounding to ``1 / table_size``)."""
+    """Draws noise words from ``P_n(w) ∝ count(w)^power`` by inverting its cumulative distribution
+    (a uniform draw located among the ``V`` cumulative sums, as gensim's ``cum_table``; memory ``O(V)``)."""
 
-    def __init__(self, vocab: Vocabulary, power: float = 0.75, generator: torch.Generator | None = None,
-                 table_size: int = 10_000_000):
+    def __init__(self, vocab: Vocabulary, power: float = 0.75, generator: torch.Generator | None = None):
         self.probabilities = vocab.noise_distribution(power)
-        cells = np.round(np.cumsum(self.probabilities) * table_size).astype(np.int64)  # end cell of each word
-        self.table = torch.from_numpy(np.repeat(np.arange(len(vocab), dtype=np.int32), np.diff(cells, prepend=0)))
+        self.cumulative = torch.from_numpy(np.cumsum(self.probabilities))  # (V,) float64, last 1.0
         self.generator = generator
 
     def sample(self, shape: tuple[int, ...]) -> torch.Tensor:
-        cells = torch.randint(len(self.table), (math.prod(shape),), generator=self.generator)
-        return self.table.index_select(0, cells).long().view(shape)
+        draws = torch.rand(shape, generator=self.generator, dtype=torch.float64)
+        return torch.searchsorted(self.cumulative, draws, right=True).clamp_(max=len(self.cumulative) - 1)
+
+
+@dataclass
+class Chunk:
+    """The training examples of ``chunk_words`` consecutive kept centre words, in centre order.
+
+    ``inputs (I,)`` input word ids; example ``n`` reads ``inputs[input_starts[n]:input_starts[n + 1]]`` (one
+    context word with skip-gram, all context words of a centre with CBOW) and predicts ``targets[n]``
+    (``(N,)``, the centre word); ``starts (B+1,)`` the first example of each batch; ``raw_done (B,)`` raw
+    words of the epoch read at the end of each batch.
+    """
+
+    inputs: torch.Tensor
+    input_starts: torch.Tensor  # (N+1,) first input of each example
+    targets: torch.Tensor
+    starts: np.ndarray
+    raw_done: np.ndarray
+    negatives: torch.Tensor | None = None  # (N, K) pre-drawn noise words (negative sampling)
 
 
 class Word2VecTrainer:
@@ -145,9 +171,12 @@ class Word2VecTrainer:
             self.sampler = NegativeSampler(vocab, config.noise_power, self.generator)
         else:
             self.output_vectors = torch.zeros(size - 1, dim)
-            self.paths, self.codes, self.path_mask = build_huffman_tree(vocab.counts).padded()
+            tree = build_huffman_tree(vocab.counts)
+            lengths = torch.tensor([len(p) for p in tree.points])
+            self.path_starts = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])  # (V+1,)
+            self.path_nodes = torch.tensor([n for p in tree.points for n in p])  # (sum of depths,)
+            self.path_labels = 1.0 - torch.tensor([float(c) for c in tree.codes for c in c])  # 1 - d_j
         self.keep_probabilities = vocab.keep_probabilities(config.sample, config.subsampling_formula)
-        self._buffers: dict[str, torch.Tensor] = {}
 
     # ------------------------------------------------------------------------------------------
     # Training loop
@@ -160,25 +189,21 @@ class Word2VecTrainer:
         total = len(corpus.ids) * cfg.epochs
         bar = tqdm(total=total, unit="word", desc=f"word2vec {cfg.architecture}", disable=not progress,
                    mininterval=1.0)
-        loss_sum, loss_count = 0.0, 0
         for epoch in range(cfg.epochs):
             kept = np.flatnonzero(self.rng.random(len(corpus.ids)) < self.keep_probabilities[corpus.ids])
             ids, sent = corpus.ids[kept], sentence[kept]
-            done_before = 0
-            for batch, start in enumerate(range(0, len(ids), cfg.batch_words)):
-                end = min(start + cfg.batch_words, len(ids))
-                done = int(kept[end - 1]) + 1  # raw words of this epoch read so far
-                lr = self._learning_rate((epoch * len(corpus.ids) + done) / total)
-                loss, pairs = self._train_batch(ids, sent, start, end, lr)
-                loss_sum, loss_count = loss_sum + loss, loss_count + pairs
-                bar.update(done - done_before)
-                done_before = done
-                if batch % 100 == 0:
-                    bar.set_postfix(loss=f"{loss_sum / max(loss_count, 1):.4f}", lr=f"{lr:.5f}", refresh=False)
+            loss_sum, loss_count, done_before = 0.0, 0, 0
+            for start in range(0, len(ids), cfg.chunk_words):
+                chunk = self._chunk(ids, sent, kept, start, min(start + cfg.chunk_words, len(ids)))
+                for b in range(len(chunk.starts) - 1):
+                    lr = self._learning_rate((epoch * len(corpus.ids) + chunk.raw_done[b]) / total)
+                    loss, count = self._train_batch(chunk, int(chunk.starts[b]), int(chunk.starts[b + 1]), lr)
+                    loss_sum, loss_count = loss_sum + loss, loss_count + count
+                bar.update(int(chunk.raw_done[-1]) - done_before)
+                done_before = int(chunk.raw_done[-1])
+                bar.set_postfix(loss=f"{loss_sum / max(loss_count, 1):.4f}", lr=f"{lr:.5f}", refresh=False)
             bar.update(len(corpus.ids) - done_before)
-            logger.info("word2vec epoch %d: mean loss %.4f per prediction", epoch + 1,
-                        loss_sum / max(loss_count, 1))
-            loss_sum, loss_count = 0.0, 0
+            logger.info("word2vec epoch %d: mean loss %.4f per prediction", epoch + 1, loss_sum / max(loss_count, 1))
         bar.close()
         return self.word_vectors()
 
@@ -193,85 +218,116 @@ class Word2VecTrainer:
         return cfg.learning_rate * max(1.0 - fraction_done, cfg.min_learning_rate_ratio)
 
     # ------------------------------------------------------------------------------------------
-    # One batch of centre words
+    # Examples of a chunk of centre words, drawn with array operations
     # ------------------------------------------------------------------------------------------
 
-    def _context_positions(self, sent: np.ndarray, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
-        """Positions of every centre in ``[start, end)`` and of its context words, dynamic window:
-        ``(B, 2 * window)`` positions and a boolean mask of the real ones."""
-        w = self.config.window
+    def _chunk(self, ids: np.ndarray, sent: np.ndarray, kept: np.ndarray, start: int, end: int) -> Chunk:
+        """Dynamic windows of the kept centres ``[start, end)``, the examples they give and their noise words."""
+        cfg, w = self.config, self.config.window
         centres = np.arange(start, end)
         reach = self.rng.integers(1, w + 1, size=len(centres))  # R ~ U{1..window}, per centre
         offsets = np.concatenate([np.arange(-w, 0), np.arange(1, w + 1)])
-        positions = centres[:, None] + offsets[None, :]  # (B, 2w)
-        inside = (positions >= 0) & (positions < len(sent))
-        clipped = np.clip(positions, 0, len(sent) - 1)
-        mask = inside & (np.abs(offsets)[None, :] <= reach[:, None]) & (sent[clipped] == sent[centres][:, None])
-        return clipped, mask
+        positions = centres[:, None] + offsets[None, :]  # (C, 2w)
+        clipped = np.clip(positions, 0, len(ids) - 1)
+        mask = ((positions >= 0) & (positions < len(ids)) & (np.abs(offsets)[None, :] <= reach[:, None])
+                & (sent[clipped] == sent[centres][:, None]))  # (C, 2w) in the window and the same sentence
+        centre_of, slot = np.nonzero(mask)  # (I,) each context word, grouped by centre
+        inputs = torch.from_numpy(ids[clipped[centre_of, slot]])
+        per_centre = mask.sum(1)  # (C,)
+        batch_centres = np.append(np.arange(0, len(centres), cfg.batch_words), len(centres))  # (B+1,)
+        raw_done = kept[centres[batch_centres[1:] - 1]] + 1  # raw words of the epoch read after each batch
+        context_starts = np.concatenate([[0], np.cumsum(per_centre)])  # (C+1,)
+        if cfg.architecture == "skipgram":  # one example per (context, centre) pair
+            input_starts = torch.arange(len(inputs) + 1)
+            targets, starts = ids[centres[centre_of]], context_starts[batch_centres]
+        else:  # CBOW: one example per centre with at least one context word
+            has_context = per_centre > 0
+            example_starts = np.concatenate([[0], np.cumsum(has_context)])  # (C+1,) examples before each centre
+            input_starts = torch.from_numpy(context_starts[np.append(np.flatnonzero(has_context), len(centres))])
+            targets, starts = ids[centres[has_context]], example_starts[batch_centres]
+        targets = torch.from_numpy(targets)
+        negatives = None
+        if cfg.loss == "negative_sampling":
+            negatives = self.sampler.sample((len(targets), cfg.negative))  # (N, K) drawn for the whole chunk
+        return Chunk(inputs=inputs, input_starts=input_starts, targets=targets, starts=starts, raw_done=raw_done,
+                     negatives=negatives)
 
-    def _train_batch(self, ids: np.ndarray, sent: np.ndarray, start: int, end: int, lr: float) -> tuple[float, int]:
-        positions, mask = self._context_positions(sent, start, end)
-        centre_ids = torch.from_numpy(ids[start:end])
-        if self.config.architecture == "skipgram":
-            rows, cols = np.nonzero(mask)
-            if len(rows) == 0:
-                return 0.0, 0
-            inputs = centre_ids[torch.from_numpy(rows)]  # (P,) centre of each pair
-            h = self.input_vectors.index_select(0, inputs)  # (P, D)
-            grad_h, loss = self._output_step(h, torch.from_numpy(ids[positions[rows, cols]]), lr)
-            self.input_vectors.index_add_(0, inputs, grad_h)
-            return loss, len(rows)
-        has_context = mask.any(axis=1)
-        if not has_context.any():
+    # ------------------------------------------------------------------------------------------
+    # One batch: gather, score, update
+    # ------------------------------------------------------------------------------------------
+
+    def _train_batch(self, chunk: Chunk, first: int, last: int, lr: float) -> tuple[float, int]:
+        """Examples ``[first, last)`` of ``chunk``: one SGD step of both matrices; returns (summed loss, count)."""
+        if last <= first:
             return 0.0, 0
-        context = torch.from_numpy(ids[positions[has_context]])  # (B, 2w)
-        weight = torch.from_numpy(mask[has_context]).float()  # (B, 2w)
-        context_vectors = self.input_vectors.index_select(0, context.flatten()).view(*context.shape, -1)  # (B, 2w, D)
-        h = (context_vectors * weight.unsqueeze(-1)).sum(1) / weight.sum(1, keepdim=True)  # (B, D)
-        grad_h, loss = self._output_step(h, centre_ids[torch.from_numpy(has_context)], lr)
-        # word2vec.c: the averaged input's update goes to each context word undivided
-        self.input_vectors.index_add_(0, context.flatten(), (grad_h.unsqueeze(1) * weight.unsqueeze(-1)).flatten(0, 1))
-        return loss, len(h)
+        a, b = int(chunk.input_starts[first]), int(chunk.input_starts[last])
+        negatives = None if chunk.negatives is None else chunk.negatives[first:last]
+        return self.update(chunk.inputs[a:b], chunk.input_starts[first:last + 1] - a, chunk.targets[first:last], lr,
+                           negatives), last - first
 
-    def _output_step(self, h: torch.Tensor, target: torch.Tensor, lr: float) -> tuple[torch.Tensor, float]:
-        """One SGD step of the output layer for inputs ``h (N, D)`` predicting ``target (N,)``.
+    def update(self, inputs: torch.Tensor, input_starts: torch.Tensor, targets: torch.Tensor, lr: float,
+               negatives: torch.Tensor | None = None) -> float:
+        """One batched SGD step on ``N`` examples; returns their summed loss.
 
-        Updates ``output_vectors`` in place and returns the update of ``h`` and the summed loss.
+        Example ``n`` predicts ``targets[n]`` from the input words ``inputs[input_starts[n]:input_starts[n + 1]]``
+        (one word with skip-gram, the context words with CBOW); ``inputs (I,)``, ``input_starts (N+1,)``,
+        ``targets (N,)``; ``negatives (N, K)`` the noise words (drawn here when None).
         """
-        if self.config.loss == "negative_sampling":
-            negatives = self.sampler.sample((len(target), self.config.negative))  # (N, K)
-            rows = torch.cat([target.unsqueeze(1), negatives], dim=1)  # (N, 1+K)
-            labels = torch.zeros(rows.shape)
-            labels[:, 0] = 1.0
-            weight = torch.ones(rows.shape)
-            weight[:, 1:] = (negatives != target.unsqueeze(1)).float()  # word2vec.c skips n_k == target
+        offsets = input_starts[:-1]  # (N,)
+        if self.config.architecture == "skipgram":
+            h = self.input_vectors.index_select(0, inputs)  # (N, D) the context word
         else:
-            rows, codes, weight = self.paths[target], self.codes[target], self.path_mask[target]  # (N, L)
-            labels = 1.0 - codes
-        shape = (*rows.shape, h.shape[1])
-        flat = self._scratch("u", (rows.numel(), h.shape[1]))
-        u = torch.index_select(self.output_vectors, 0, rows.flatten(), out=flat).view(shape)  # (N, T, D)
-        product = torch.mul(u, h.unsqueeze(1), out=self._scratch("product", shape))  # (N, T, D)
-        logits = product.sum(-1)  # (N, T)
-        g = (labels - torch.sigmoid(logits)) * weight * lr  # (N, T)
-        loss = -(torch.nn.functional.logsigmoid((2 * labels - 1) * logits) * weight).sum()
-        grad_h = torch.bmm(g.unsqueeze(1), u).squeeze(1)  # (N, D)
-        if self.config.loss == "hierarchical_softmax":
-            # the inner nodes near the root lie on almost every path: a batch's summed updates of such a
-            # node are thousands of SGD steps at once and diverge; a node hit n times moves by sum / sqrt(n)
-            hits = torch.bincount(rows.flatten(), minlength=len(self.output_vectors)).clamp_(min=1)
-            g = g / hits[rows].float().sqrt()
-        update = torch.mul(g.unsqueeze(-1), h.unsqueeze(1), out=product)  # (N, T, D): g u-update per target
-        self.output_vectors.index_add_(0, rows.flatten(), update.flatten(0, 1))
-        return grad_h, float(loss)
+            h = F.embedding_bag(inputs, self.input_vectors, offsets, mode="mean")  # (N, D) mean of the context
+        if self.config.loss == "negative_sampling":
+            grad_h, loss = self._negative_sampling_step(h, targets, lr, negatives)
+        else:
+            grad_h, loss = self._hierarchical_softmax_step(h, targets, lr)
+        if self.config.architecture == "cbow":  # word2vec.c: the mean's error goes to each context word undivided
+            grad_h = torch.repeat_interleave(grad_h, input_starts.diff(), dim=0)  # (I, D)
+        self.input_vectors.index_add_(0, inputs, grad_h)
+        return loss
 
-    def _scratch(self, name: str, shape: tuple[int, ...]) -> torch.Tensor:
-        """A reused buffer viewed as ``shape`` (large temporaries are not reallocated every batch)."""
-        size = math.prod(shape)
-        buffer = self._buffers.get(name)
-        if buffer is None or buffer.numel() < size:
-            buffer = self._buffers[name] = torch.empty(max(size, 2 * (0 if buffer is None else buffer.numel())))
-        return buffer[:size].view(shape)
+    def _negative_sampling_step(self, h: torch.Tensor, target: torch.Tensor, lr: float,
+                                negatives: torch.Tensor | None) -> tuple[torch.Tensor, float]:
+        """Inputs ``h (N, D)``, targets ``(N,)``: updates ``output_vectors``, returns the error ``e (N, D)``."""
+        if negatives is None:
+            negatives = self.sampler.sample((len(target), self.config.negative))  # (N, K)
+        rows = torch.cat([target.unsqueeze(1), negatives], dim=1)  # (N, T) T = 1 + K
+        u = self.output_vectors.index_select(0, rows.flatten()).view(*rows.shape, -1)  # (N, T, D)
+        logits = (u * h.unsqueeze(1)).sum(-1)  # (N, T)
+        labels = torch.zeros(rows.shape)
+        labels[:, 0] = 1.0
+        loss = float(-F.logsigmoid((2 * labels - 1) * logits).sum())
+        g = (labels - torch.sigmoid(logits)).mul_(lr)  # (N, T) word2vec.c's g
+        g[:, 1:].mul_(negatives != target.unsqueeze(1))  # word2vec.c skips a noise word equal to the target
+        grad_h = torch.bmm(g.unsqueeze(1), u).squeeze(1)  # (N, D) e = sum g u
+        self.output_vectors.index_add_(0, rows.flatten(), (g.unsqueeze(2) * h.unsqueeze(1)).flatten(0, 1))
+        return grad_h, loss
+
+    def _hierarchical_softmax_step(self, h: torch.Tensor, target: torch.Tensor, lr: float
+                                   ) -> tuple[torch.Tensor, float]:
+        """Inputs ``h (N, D)``, targets ``(N,)``: updates the nodes on the targets' paths, returns ``e (N, D)``."""
+        nodes, labels, owner = self._path_rows(target)  # (M,) each
+        h_rows = h.index_select(0, owner)  # (M, D) the input of each path entry
+        u = self.output_vectors.index_select(0, nodes)  # (M, D)
+        logits = torch.linalg.vecdot(u, h_rows)  # (M,)
+        loss = float(-F.logsigmoid((2 * labels - 1) * logits).sum())
+        g = (labels - torch.sigmoid(logits)).mul_(lr).mul_(logits.abs() < MAX_EXP)  # (M,) no step beyond MAX_EXP
+        grad_h = torch.zeros_like(h).index_add_(0, owner, u.mul_(g.unsqueeze(1)))  # (N, D) e = sum g u
+        hits = torch.bincount(nodes, minlength=len(self.output_vectors)).index_select(0, nodes)  # (M,)
+        g.mul_((self.config.max_node_hits / hits).clamp_(max=1.0))  # cap a node's summed update (docstring)
+        self.output_vectors.index_add_(0, nodes, h_rows.mul_(g.unsqueeze(1)))  # u += g h
+        return grad_h, loss
+
+    def _path_rows(self, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Inner nodes on each target's Huffman path, flattened: ``nodes, labels (1 - d_j), owner``, each ``(M,)``
+        (``owner``: the example of each entry)."""
+        starts = self.path_starts.index_select(0, target)
+        lengths = self.path_starts.index_select(0, target + 1) - starts  # (N,)
+        owner = torch.repeat_interleave(lengths)  # (M,)
+        first = torch.cumsum(lengths, 0) - lengths  # (N,) first entry of each example
+        position = torch.arange(len(owner)) - first.index_select(0, owner) + starts.index_select(0, owner)
+        return self.path_nodes.index_select(0, position), self.path_labels.index_select(0, position), owner
 
 
 def train_word2vec(train_files: str | Path | list, config: Word2VecConfig | None = None,

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from accelerate import init_empty_weights
 from datasets import Dataset
 from model_test_utils import random_ids, right_pad, run_without_package
+from safetensors.torch import load_file, save_file
 from transformers import (
     AutoConfig,
     AutoModel,
@@ -254,6 +256,150 @@ def test_remote_code_loading_gives_identical_outputs(tmp_path):
     assert report["module"].startswith("transformers_modules")
     with torch.no_grad():
         assert torch.equal(report["logits"], model(ids).logits)
+
+
+# --- the transformers model contract -------------------------------------------------------------------
+
+
+def test_output_flags_come_from_the_config_and_heads_return_tuples_only_outermost():
+    ids, labels = random_ids(2, 6, 99), torch.tensor([[0, 1, 2, 0, 3, 4]] * 2)
+    model = tiny_tagger(output_hidden_states=True)
+    assert len(model(ids).hidden_states) == 2 and model(ids, output_hidden_states=False).hidden_states is None
+    for model_class in (BiLSTMCRFModel, BiLSTMCRFForTokenClassification):
+        extra = {"labels": labels} if model_class is BiLSTMCRFForTokenClassification else {}
+        torch.manual_seed(0)
+        as_tuple = model_class(tiny_config(return_dict=False)).eval()
+        torch.manual_seed(0)
+        reference = model_class(tiny_config()).eval()
+        out = as_tuple(ids, **extra)
+        expected = reference(ids, **extra).to_tuple()
+        assert isinstance(out, tuple) and len(out) == len(expected)
+        assert all(torch.equal(a, b) for a, b in zip(out, expected, strict=True))
+        assert not isinstance(as_tuple(ids, return_dict=True), tuple)
+
+
+@pytest.mark.parametrize("char_encoder", [None, "lstm"])
+def test_hidden_states_are_the_word_representations_and_every_recurrent_layer(char_encoder):
+    model = tiny_tagger(char_encoder=char_encoder, num_hidden_layers=3)
+    ids, mask = right_pad([random_ids(1, n, 99, seed=n)[0] for n in (3, 6)])
+    out = model(ids, attention_mask=mask, output_hidden_states=True)
+    width = 12 + (16 if char_encoder == "lstm" else 0)
+    assert [tuple(h.shape) for h in out.hidden_states] == [(2, 6, width)] + [(2, 6, 32)] * 3
+    base = model.model(ids, attention_mask=mask, output_hidden_states=True)
+    assert torch.equal(base.hidden_states[-1], base.last_hidden_state)
+    assert not torch.equal(out.hidden_states[1], out.hidden_states[2])
+    assert all(not h[0, 3:].any() for h in out.hidden_states[1:])  # padded steps output zeros in every layer
+    for h in out.hidden_states:
+        h.retain_grad()
+    out.logits[mask.bool()].sum().backward()
+    assert all(h.grad is not None and h.grad.abs().sum() > 0 for h in out.hidden_states)
+
+
+def test_labels_outside_the_tags_are_refused():
+    model = tiny_tagger()
+    ids = random_ids(2, 4, 99)
+    for bad, value in ((torch.tensor([[0, 1, 5, 0], [0] * 4]), 5), (torch.tensor([[0, -1, 0, 0], [0] * 4]), -1)):
+        for use_crf in (True, False):
+            tagger = model if use_crf else tiny_tagger(use_crf=False, crf_constraints=None)
+            with pytest.raises(ValueError, match=rf"`labels` contains the tag {value}, outside \[0, 5\)"):
+                tagger(ids, labels=bad)
+    with pytest.raises(ValueError, match=r"`labels` must have shape \(batch, time\) = \(2, 4\)"):
+        model(ids, labels=torch.zeros(2, 3, dtype=torch.long))
+    assert torch.isfinite(model(ids, labels=torch.tensor([[0, 1, -100, 0], [0] * 4])).loss)
+
+
+def test_resize_token_embeddings_resizes_the_character_table(tmp_path):
+    model = tiny_tagger(char_encoder="cnn")
+    encoder = model.model.char_encoder
+    with torch.no_grad():
+        encoder.token_chars.random_(2, 20)
+    table = encoder.token_chars.clone()
+    model.resize_token_embeddings(120)
+    assert model.model.embed_tokens.weight.shape == (120, 12) and model.config.vocab_size == 120
+    assert encoder.token_chars.shape == (120, 12) and torch.equal(encoder.token_chars[:99], table)
+    assert not encoder.token_chars[99:].any()  # new tokens have no characters until bind_tokenizer
+    ids = torch.tensor([[110, 5, 119, 7]])
+    logits = model(ids).logits
+    model.save_pretrained(tmp_path)
+    assert torch.equal(BiLSTMCRFForTokenClassification.from_pretrained(tmp_path).eval()(ids).logits, logits)
+    model.resize_token_embeddings(50)
+    assert encoder.token_chars.shape == (50, 12) and torch.equal(encoder.token_chars, table[:50])
+    assert model(torch.tensor([[49, 4]])).logits.shape == (1, 2, 5)
+
+
+@pytest.mark.parametrize("char_encoder", [None, "cnn", "lstm"])
+def test_gradient_checkpointing_reentrant_or_not_gives_the_same_gradients(char_encoder):
+    ids, labels = random_ids(2, 6, 99), torch.tensor([[0, 1, 2, 0, 3, 4], [3, 4, 0, 0, 1, 0]])
+    mask = torch.tensor([[1] * 6, [1, 1, 1, 1, 0, 0]])
+
+    def gradients(kwargs):
+        model = tiny_tagger(char_encoder=char_encoder, num_hidden_layers=2).train()
+        if char_encoder is not None:  # every token spelled with some characters, so the encoder gets gradients
+            spelling = torch.randint(0, 20, (99, 12), generator=torch.Generator().manual_seed(0))
+            model.model.char_encoder.token_chars.copy_(spelling)
+        if kwargs is not None:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        model(ids, attention_mask=mask, labels=labels).loss.backward()
+        return {name: p.grad for name, p in model.named_parameters()}
+
+    expected = gradients(None)
+    assert all(g is not None and g.abs().sum() > 0 for g in expected.values())
+    for reentrant in (True, False):
+        got = gradients({"use_reentrant": reentrant})
+        for name, grad in expected.items():
+            assert got[name] is not None and torch.allclose(got[name], grad, atol=1e-6), (reentrant, name)
+
+
+def test_missing_weights_and_the_meta_device_give_initialised_reported_tensors(tmp_path):
+    """The character table is a buffer: built on the meta device or missing from a checkpoint it must come out
+    of _init_weights (empty: no characters), like every parameter (the CRF's scores start at 0)."""
+    config = tiny_config(char_encoder="lstm")
+    with torch.device("meta"):
+        empty = BiLSTMCRFForTokenClassification(config)
+    empty.to_empty(device="cpu")
+    with torch.no_grad():
+        empty.model.char_encoder.token_chars.fill_(7)  # what uninitialised memory may hold
+    empty.init_weights()
+    assert not empty.model.char_encoder.token_chars.any()
+    assert not any(p.any() for p in empty.crf.parameters())
+    for name, tensor in empty.named_parameters():
+        assert torch.isfinite(tensor).all() and tensor.abs().max() <= config.init_range, name
+    model = tiny_tagger(char_encoder="lstm")
+    with torch.no_grad():
+        model.model.char_encoder.token_chars.random_(2, 20)
+    model.save_pretrained(tmp_path)
+    state = load_file(tmp_path / "model.safetensors")
+    dropped = {"model.char_encoder.token_chars", "crf.transitions", "classifier.weight"}
+    save_file({k: v for k, v in state.items() if k not in dropped}, tmp_path / "model.safetensors",
+              metadata={"format": "pt"})
+    loaded, info = BiLSTMCRFForTokenClassification.from_pretrained(tmp_path, output_loading_info=True)
+    assert set(info["missing_keys"]) == dropped
+    assert not loaded.model.char_encoder.token_chars.any() and not loaded.crf.transitions.any()
+    assert 0 < loaded.classifier.weight.abs().max() <= config.init_range
+    for key in state.keys() - dropped:
+        assert torch.equal(loaded.state_dict()[key], state[key])
+    with init_empty_weights():
+        lazy = BiLSTMCRFForTokenClassification(config)
+    lazy.load_state_dict(model.state_dict(), assign=True)
+    ids = random_ids(2, 5, 99)
+    assert torch.equal(lazy.eval()(ids).logits, model.eval()(ids).logits)
+
+
+def test_bio_check_of_the_labels_does_not_run_when_traced():
+    """The BIO check reads label values (nonzero, int): under torch.compile it must not run (no graph break from
+    it), eager users still get the error."""
+    model = tiny_tagger()
+    ids, labels = random_ids(1, 4, 99), torch.tensor([[0, 2, 0, 0]])  # O, I-PER: not BIO
+    with pytest.raises(ValueError, match="not valid BIO"):
+        model(ids, labels=labels)
+    forbidden = model.crf.forbidden_positions
+    model.crf.forbidden_positions = lambda *args: pytest.fail("the BIO check ran while tracing")
+    torch._dynamo.reset()
+    try:
+        loss = torch.compile(lambda: model(ids, labels=labels).loss, backend="eager")()
+    finally:
+        model.crf.forbidden_positions = forbidden
+    assert torch.isfinite(loss)
 
 
 # --- Trainer, pipeline, finetune.py --------------------------------------------------------------------

@@ -38,7 +38,9 @@ from transformers.utils.generic import can_return_tuple
 from .char_encoder import fill_char_tables
 from .configuration_bilstm_crf import BiLSTMCRFConfig
 from .crf import LinearChainCRF
+from .input_checks import is_tracing
 from .modeling_rnn import RNNModel, RNNPreTrainedModel
+from .output_flags import structured
 
 IGNORE_INDEX = -100
 
@@ -79,23 +81,32 @@ class BiLSTMCRFModel(RNNModel):
         attention_mask: torch.Tensor | None = None,
         char_input_ids: torch.LongTensor | None = None,
         output_hidden_states: bool | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
         **kwargs,
     ) -> BaseModelOutput:
         """
         Args:
-            input_ids: ``(batch, time)`` token ids.
+            input_ids: ``(batch, time)`` token ids (or ``inputs_embeds`` ``(batch, time, embedding_size)``;
+                with a character encoder, ``char_input_ids`` then too).
             attention_mask: ``(batch, time)``, 0 at padding (which never changes the outputs of real tokens).
             char_input_ids: ``(batch, time, max_word_length)`` character ids of each word
                 (:func:`char_encoder.words_to_char_ids`); default: looked up from the token ids.
+            output_hidden_states: return the stack's input and every recurrent layer's outputs (default:
+                ``config.output_hidden_states``).
 
         Returns:
-            ``BaseModelOutput`` with ``last_hidden_state`` ``(batch, time, D * hidden_size)``.
+            ``BaseModelOutput`` with ``last_hidden_state`` ``(batch, time, D * hidden_size)`` and, with
+            ``output_hidden_states``, ``hidden_states``: the word representations ``(batch, time, embedding_size
+            [+ char size])`` (after dropout), then the outputs of each of the ``num_hidden_layers`` layers
+            ``(batch, time, D * hidden_size)``, tensors of the graph.
         """
-        if char_input_ids is not None and char_input_ids.shape[:2] != input_ids.shape:
+        shape = input_ids.shape if input_ids is not None else None
+        if char_input_ids is not None and shape is not None and char_input_ids.shape[:2] != shape:
             raise ValueError(f"`char_input_ids` must have shape (batch, time, max_word_length) with (batch, time) = "
-                             f"{tuple(input_ids.shape)} of input_ids, got {tuple(char_input_ids.shape)}.")
-        out = super().forward(input_ids, attention_mask, use_cache=False, output_hidden_states=output_hidden_states,
-                              char_input_ids=char_input_ids)
+                             f"{tuple(shape)} of input_ids, got {tuple(char_input_ids.shape)}.")
+        out = structured(super().forward, input_ids, attention_mask, use_cache=False,
+                         output_hidden_states=output_hidden_states, char_input_ids=char_input_ids,
+                         inputs_embeds=inputs_embeds)
         return BaseModelOutput(last_hidden_state=out.last_hidden_state, hidden_states=out.hidden_states)
 
 
@@ -114,18 +125,29 @@ class BiLSTMCRFForTokenClassification(BiLSTMCRFPreTrainedModel):
         self.crf = LinearChainCRF(config.num_labels, config.id2label, config.crf_constraints) if config.use_crf else None
         self.post_init()
 
-    def chain_mask(self, input_ids, attention_mask=None, labels=None) -> torch.Tensor:
-        """``(batch, time)`` bool: the positions the CRF links (labelled ones, else tagged real tokens)."""
-        mask = attention_mask.bool() if attention_mask is not None else torch.ones_like(input_ids, dtype=torch.bool)
+    def chain_mask(self, input_ids, attention_mask=None, labels=None, shape=None) -> torch.Tensor:
+        """``(batch, time)`` bool: the positions the CRF links (labelled ones, else tagged real tokens).
+        Without ``input_ids`` (``inputs_embeds`` given) every real token is tagged; ``shape`` is then
+        ``(batch, time)``."""
+        if attention_mask is not None:
+            mask = attention_mask[:, -(shape or input_ids.shape)[1]:].bool()
+        elif input_ids is not None:
+            mask = torch.ones_like(input_ids, dtype=torch.bool)
+        else:
+            mask = torch.ones(shape, dtype=torch.bool, device=labels.device if labels is not None else None)
         if labels is not None:
             return mask & (labels != IGNORE_INDEX)
+        if input_ids is None:
+            return mask
         untagged = torch.tensor(self.config.untagged_ids(), dtype=input_ids.dtype, device=input_ids.device)
         return mask & ~torch.isin(input_ids, untagged)
 
-    def emissions(self, input_ids, attention_mask=None, char_input_ids=None, output_hidden_states=None):
-        """``(emission scores (batch, time, num_labels), encoder output)``."""
-        out = self.model(input_ids, attention_mask=attention_mask, char_input_ids=char_input_ids,
-                         output_hidden_states=output_hidden_states)
+    def emissions(self, input_ids, attention_mask=None, char_input_ids=None, output_hidden_states=None,
+                  inputs_embeds=None):
+        """``(emission scores (batch, time, num_labels), encoder output)``; the encoder output is structured
+        whatever ``return_dict`` the user asked for."""
+        out = structured(self.model, input_ids, attention_mask=attention_mask, char_input_ids=char_input_ids,
+                         output_hidden_states=output_hidden_states, inputs_embeds=inputs_embeds)
         return self.classifier(self.dropout(out.last_hidden_state)), out  # (B, T, K)
 
     @can_return_tuple
@@ -136,23 +158,26 @@ class BiLSTMCRFForTokenClassification(BiLSTMCRFPreTrainedModel):
         labels: torch.LongTensor | None = None,
         char_input_ids: torch.LongTensor | None = None,
         output_hidden_states: bool | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
         **kwargs,
     ) -> TokenClassifierOutput:
         """
         Args:
-            labels: ``(batch, time)`` tag ids, ``-100`` at positions without a tag (special tokens,
-                continuation sub-tokens, padding): they are left out of the CRF chain.
+            labels: ``(batch, time)`` tag ids in ``[0, num_labels)``, ``-100`` at positions without a tag
+                (special tokens, continuation sub-tokens, padding): they are left out of the CRF chain.
 
         Returns:
             ``TokenClassifierOutput``: ``loss`` (CRF NLL, mean over sentences; token cross-entropy with
-            ``use_crf=False``) and ``logits`` ``(batch, time, num_labels)`` (max-marginals; the emission
-            scores with ``use_crf=False``).
+            ``use_crf=False``), ``logits`` ``(batch, time, num_labels)`` (max-marginals; the emission
+            scores with ``use_crf=False``) and ``hidden_states`` as :class:`BiLSTMCRFModel`'s.
         """
-        emissions, out = self.emissions(input_ids, attention_mask, char_input_ids, output_hidden_states)
+        emissions, out = self.emissions(input_ids, attention_mask, char_input_ids, output_hidden_states, inputs_embeds)
+        if labels is not None:
+            check_tag_ids(labels, emissions.shape[:2], self.num_labels)
         if self.crf is None:
             loss = self.loss_function(emissions, labels, self.config) if labels is not None else None
             return TokenClassifierOutput(loss=loss, logits=emissions, hidden_states=out.hidden_states)
-        mask = self.chain_mask(input_ids, attention_mask, labels)
+        mask = self.chain_mask(input_ids, attention_mask, labels, shape=emissions.shape[:2])
         loss = None
         if labels is not None:
             self.check_labels(labels, mask)
@@ -162,8 +187,8 @@ class BiLSTMCRFForTokenClassification(BiLSTMCRFPreTrainedModel):
 
     def check_labels(self, labels: torch.LongTensor, mask: torch.Tensor) -> None:
         """Refuse gold tag sequences the CRF's constraints forbid: their loss would be about 10^4 (the
-        :data:`crf.IMPOSSIBLE` score) and swamp training."""
-        if self.crf.constraints is None:
+        :data:`crf.IMPOSSIBLE` score) and swamp training. Eager mode only (it reads tensor values)."""
+        if self.crf.constraints is None or is_tracing():
             return
         forbidden = self.crf.forbidden_positions(labels, mask)
         if bool(forbidden.any()):
@@ -185,6 +210,22 @@ class BiLSTMCRFForTokenClassification(BiLSTMCRFPreTrainedModel):
         if self.crf is None:
             return emissions.argmax(-1).masked_fill(~mask, IGNORE_INDEX)
         return self.crf.viterbi_decode(emissions, mask)[0]
+
+
+def check_tag_ids(labels: torch.Tensor, shape: torch.Size, num_labels: int) -> None:
+    """``labels`` must be ``(batch, time)`` like the input and hold tag ids in ``[0, num_labels)`` or -100
+    (the value check runs in eager mode only)."""
+    if labels.shape != shape:
+        raise ValueError(f"`labels` must have shape (batch, time) = {tuple(shape)} like the input, got "
+                         f"{tuple(labels.shape)}.")
+    if labels.dtype.is_floating_point or labels.dtype == torch.bool:
+        raise ValueError(f"`labels` must hold integer tag ids, got dtype {labels.dtype}.")
+    if is_tracing():
+        return
+    bad = labels[(labels != IGNORE_INDEX) & ((labels < 0) | (labels >= num_labels))]
+    if bad.numel():
+        raise ValueError(f"`labels` contains the tag {int(bad[0])}, outside [0, {num_labels}) "
+                         f"(config.num_labels={num_labels}); use -100 at positions without a tag.")
 
 
 __all__ = ["BiLSTMCRFForTokenClassification", "BiLSTMCRFModel", "BiLSTMCRFPreTrainedModel"]

@@ -415,3 +415,28 @@ def test_a_node_hit_more_than_max_node_hits_times_in_a_batch_moves_by_a_capped_s
     trainer.update(torch.tensor([0, 1]), torch.tensor([0, 1, 2]), torch.tensor([3, 3]), lr=0.1)
     torch.testing.assert_close(trainer.input_vectors, expected_inputs)  # inputs: the plain sum
     torch.testing.assert_close(trainer.output_vectors, expected_nodes)  # nodes: capped at 1 step's worth
+
+
+def test_streamed_cooccurrence_counts_with_spilled_runs_equal_counting_at_once():
+    rng = np.random.default_rng(0)
+    sentences = [[f"w{i}" for i in rng.zipf(1.3, size=rng.integers(2, 30)) % 50] for _ in range(300)]
+    vocab = Vocabulary.from_sentences(sentences, min_count=1)
+    corpus = vocab.encode_sentences(sentences)
+    at_once = count_cooccurrences(corpus, len(vocab), window=4, chunk_tokens=10**9)
+    streamed = count_cooccurrences(corpus, len(vocab), window=4, chunk_tokens=37, max_entries=200)
+    np.testing.assert_array_equal(streamed.rows, at_once.rows)
+    np.testing.assert_array_equal(streamed.cols, at_once.cols)
+    np.testing.assert_allclose(streamed.values, at_once.values)
+    assert len(at_once) > 4 * 200  # several spilled runs and several merge blocks
+    # by hand: the pairs of every sentence, distance d weighted 1/d
+    expected: dict[tuple[int, int], float] = {}
+    for tokens in sentences:
+        ids = [vocab.word_to_index[t] for t in tokens]
+        for x in range(len(ids)):
+            for y in range(max(0, x - 4), min(len(ids), x + 5)):
+                if y != x:
+                    expected[ids[x], ids[y]] = expected.get((ids[x], ids[y]), 0.0) + 1 / abs(x - y)
+    assert len(expected) == len(at_once)
+    got = dict(zip(zip(at_once.rows.tolist(), at_once.cols.tolist(), strict=True), at_once.values.tolist(),
+                   strict=True))
+    assert all(got[key] == pytest.approx(value) for key, value in expected.items())

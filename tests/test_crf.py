@@ -161,3 +161,18 @@ def test_unnamed_labels_give_no_constraints_and_a_warning(caplog):
         crf = LinearChainCRF(3, {0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"}, constraints="BIO")
     assert crf.constraints is None and "unnamed" in caplog.text
     assert all(all(row) for row in crf.allowed_masks()[1].tolist())
+
+
+@pytest.mark.parametrize("method", ["neg_log_likelihood", "viterbi_decode", "max_marginals"])
+def test_every_recursion_compiles_to_one_graph(method):
+    """The CRF reads no tensor value in Python, so compile(fullgraph=True) traces it whole (the tagger's graph
+    breaks are in the recurrent stack only) and gives the eager results, masks with holes and empty rows included."""
+    crf = random_crf("BIO", seed=4)
+    emissions = torch.randn(3, 6, len(LABELS), generator=torch.Generator().manual_seed(1))
+    mask = torch.tensor([[1] * 6, [1, 1, 0, 1, 1, 0], [0] * 6], dtype=torch.bool)
+    args = (emissions, torch.zeros(3, 6, dtype=torch.long), mask) if method == "neg_log_likelihood" else (emissions, mask)
+    torch._dynamo.reset()
+    compiled = torch.compile(getattr(crf, method), fullgraph=True, backend="eager")(*args)
+    eager = getattr(crf, method)(*args)
+    for got, expected in zip(*(x if isinstance(x, tuple) else (x,) for x in (compiled, eager)), strict=True):
+        assert torch.equal(got, expected)

@@ -385,6 +385,16 @@ def test_missing_weights_and_the_meta_device_give_initialised_reported_tensors(t
     assert torch.equal(lazy.eval()(ids).logits, model.eval()(ids).logits)
 
 
+def test_inputs_embeds_give_the_outputs_of_the_ids():
+    model = tiny_tagger(char_encoder=None)
+    ids, mask = right_pad([random_ids(1, n, 99, seed=n)[0] for n in (3, 5)])
+    embeds = model.get_input_embeddings()(ids)
+    by_ids = model(ids, attention_mask=mask).logits
+    by_embeds = model(inputs_embeds=embeds, attention_mask=mask).logits
+    real = mask.bool()
+    assert torch.allclose(by_embeds[real], by_ids[real], atol=1e-6)  # ids 2/3 would be untagged: none here
+
+
 def test_bio_check_of_the_labels_does_not_run_when_traced():
     """The BIO check reads label values (nonzero, int): under torch.compile it must not run (no graph break from
     it), eager users still get the error."""

@@ -25,6 +25,14 @@ Layers, bottom to top (course notes, sequence labelling):
 position the argmax is the Viterbi tag, so the token-classification pipeline and ``Trainer`` metrics,
 which take a per-token argmax, decode with Viterbi. Positions outside the chain hold the emission
 scores. ``decode()`` returns the Viterbi tags directly.
+
+**The transformers contract.** ``hidden_states`` are the word representations (after dropout) and the
+outputs of every recurrent layer; ``output_hidden_states`` and ``return_dict`` come from the config unless
+given; ``resize_token_embeddings`` resizes the per-token character table too (new tokens have no characters
+until ``bind_tokenizer``); activation checkpointing (re-entrant or not) recomputes the recurrent stacks.
+Labels are checked (shape, tag ids in ``[0, num_labels)`` or -100, BIO validity) in eager mode; under
+``torch.compile`` the value checks are skipped, the CRF traces as one graph, and the graph breaks are
+those of the recurrent stack (the fused LSTM kernel and ``pack_padded_sequence`` with a padding mask).
 """
 
 from __future__ import annotations

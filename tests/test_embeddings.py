@@ -15,6 +15,7 @@ from hf_seqmodels.embeddings import WordVectors, train_word2vec
 from hf_seqmodels.embeddings.cooccurrence import count_cooccurrences
 from hf_seqmodels.embeddings.glove import GloVeConfig, GloVeTrainer, glove_weight
 from hf_seqmodels.embeddings.huffman import build_huffman_tree
+from hf_seqmodels.embeddings.keyed_vectors import _spearman
 from hf_seqmodels.embeddings.svd import SVDConfig, train_svd
 from hf_seqmodels.embeddings.vocabulary import Vocabulary
 from hf_seqmodels.embeddings.word2vec import NegativeSampler, Word2VecConfig, Word2VecTrainer
@@ -440,3 +441,20 @@ def test_streamed_cooccurrence_counts_with_spilled_runs_equal_counting_at_once()
     got = dict(zip(zip(at_once.rows.tolist(), at_once.cols.tolist(), strict=True), at_once.values.tolist(),
                    strict=True))
     assert all(got[key] == pytest.approx(value) for key, value in expected.items())
+
+
+def test_word_pair_evaluation_is_spearmans_rank_correlation(toy_vectors, tmp_path):
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("# comment\nking\tqueen\t7\nking\tprince\t9\nman\tprince\t1\nWOMAN\tqueen\t6\nking\tzebra\t3\n")
+    result = toy_vectors.evaluate_word_pairs(pairs)
+    assert (result.pairs, result.skipped) == (4, 1)
+    cosines = [toy_vectors.similarity(a, b) for a, b in [("king", "queen"), ("king", "prince"), ("man", "prince"),
+                                                          ("woman", "queen")]]
+    human = [7, 9, 1, 6]
+    rank = {v: r for r, v in enumerate(sorted(cosines))}  # no ties here: Pearson of the ranks
+    d2 = sum((rank[c] - sorted(human).index(h)) ** 2 for c, h in zip(cosines, human, strict=True))
+    assert result.spearman == pytest.approx(1 - 6 * d2 / (4 * (16 - 1)))
+    assert _spearman([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(4.5 / math.sqrt(4.5 * 5))  # tied: mean rank
+    pairs.write_text("king queen 7\n")
+    with pytest.raises(ValueError, match="line 1 .*word_a<TAB>word_b<TAB>score"):
+        toy_vectors.evaluate_word_pairs(pairs)

@@ -12,7 +12,7 @@ skip-gram, negative sampling or hierarchical softmax), GloVe and the count-based
 from .cooccurrence import CooccurrenceMatrix, count_cooccurrences
 from .glove import GloVeConfig, GloVeTrainer, train_glove
 from .huffman import HuffmanTree, build_huffman_tree
-from .keyed_vectors import AnalogyResult, WordVectors
+from .keyed_vectors import AnalogyResult, WordPairResult, WordVectors
 from .svd import SVDConfig, train_svd
 from .vocabulary import EncodedCorpus, Vocabulary
 from .word2vec import Word2VecConfig, Word2VecTrainer, train_word2vec
@@ -28,6 +28,7 @@ __all__ = [
     "Vocabulary",
     "Word2VecConfig",
     "Word2VecTrainer",
+    "WordPairResult",
     "WordVectors",
     "build_huffman_tree",
     "count_cooccurrences",

@@ -58,6 +58,31 @@ class AnalogyResult:
         return self.total / asked if asked else 0.0
 
 
+@dataclass
+class WordPairResult:
+    """Rank correlation with human similarity judgements; pairs with an unknown word are skipped."""
+
+    spearman: float
+    pairs: int
+    skipped: int
+
+
+def _spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman's rho: Pearson's correlation of the ranks (tied values share their mean rank)."""
+    if len(x) < 2:
+        return float("nan")
+
+    def ranks(values: Sequence[float]) -> torch.Tensor:
+        v = torch.tensor(values, dtype=torch.float64)
+        below = (v.unsqueeze(0) < v.unsqueeze(1)).sum(1)  # (n,) values below each
+        equal = (v.unsqueeze(0) == v.unsqueeze(1)).sum(1)  # (n,) ties, itself included
+        return below + (equal + 1) / 2
+
+    rx, ry = ranks(x), ranks(y)
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    return float((rx @ ry) / (rx.norm() * ry.norm()))
+
+
 class WordVectors:
     """Words and their vectors, row ``i`` of ``vectors`` belonging to ``words[i]``.
 
@@ -191,6 +216,31 @@ class WordVectors:
             result.correct += hit
             result.total += 1
         return result
+
+    def evaluate_word_pairs(self, path: str | Path, case_insensitive: bool = True) -> WordPairResult:
+        """Spearman correlation between human scores and cosine similarities over a word-pair file.
+
+        Args:
+            path: one pair per line, ``word_a<TAB>word_b<TAB>score`` (WordSim353's format as shipped with
+                gensim's test data; lines starting with ``#`` are comments). Pairs with an unknown word are
+                skipped, as gensim's ``evaluate_word_pairs`` does.
+        """
+        lookup = {(w.lower() if case_insensitive else w): i for i, w in reversed(list(enumerate(self.words)))}
+        human, model, skipped = [], [], 0
+        for line_number, raw in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+            if not raw.strip() or raw.startswith("#"):
+                continue
+            parts = raw.split("\t")
+            if len(parts) != 3:
+                raise ValueError(f"Invalid word-pair line {line_number} of {path}: {raw!r}; expected "
+                                 f"`word_a<TAB>word_b<TAB>score`.")
+            a, b = (p.strip().lower() if case_insensitive else p.strip() for p in parts[:2])
+            if a not in lookup or b not in lookup:
+                skipped += 1
+                continue
+            human.append(float(parts[2]))
+            model.append(float(self._unit[lookup[a]] @ self._unit[lookup[b]]))
+        return WordPairResult(spearman=_spearman(human, model), pairs=len(human), skipped=skipped)
 
     # ------------------------------------------------------------------------------------------
     # Export to our models

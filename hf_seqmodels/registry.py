@@ -1,7 +1,9 @@
-"""Registration of every model family with the transformers Auto classes.
+"""Every model family of the package, and its registration with the transformers Auto classes.
 
-Each family is one entry of ``FAMILIES``: its configuration class and the head for each Auto
-class. :func:`register_all` (run by ``import hf_seqmodels``) registers them locally, marks every
+Each family is one :class:`~hf_seqmodels.families.Family` of ``FAMILY_DESCRIPTIONS``: its configuration
+class, the model class for each Auto class, its tiny config, how to make inputs and labels for each head, and
+its capabilities; ``FAMILIES`` is the ``{config class: {Auto class: model class}}`` view of them.
+:func:`register_all` (run by ``import hf_seqmodels``) registers them locally, marks every
 class for the Hub (so ``save_pretrained`` copies the code) and gives each config class the
 ``auto_map`` of *all* heads of its family, so that ``trust_remote_code=True`` finds any head.
 """
@@ -22,6 +24,7 @@ from transformers import (
     AutoModelForTokenClassification,
 )
 
+from .families import Capabilities, Family, bert_inputs, seq2seq_inputs, sequence_inputs, tagger_inputs
 from .models import (
     BertConfig,
     BertForMaskedLM,
@@ -55,30 +58,110 @@ from .models import (
     TransformerModel,
 )
 
-FAMILIES = {
-    BiLSTMCRFConfig: {AutoModel: BiLSTMCRFModel, AutoModelForTokenClassification: BiLSTMCRFForTokenClassification},
-    NNLMConfig: {AutoModelForCausalLM: NNLMForCausalLM},
-    RNNConfig: {
-        AutoModel: RNNModel,
-        AutoModelForCausalLM: RNNForCausalLM,
-        AutoModelForSequenceClassification: RNNForSequenceClassification,
-        AutoModelForTokenClassification: RNNForTokenClassification,
-    },
-    RNNSeq2SeqConfig: {AutoModel: RNNSeq2SeqModel, AutoModelForSeq2SeqLM: RNNSeq2SeqForConditionalGeneration},
-    TransformerConfig: {AutoModel: TransformerModel, AutoModelForSeq2SeqLM: TransformerForConditionalGeneration},
-    TransformerLMConfig: {AutoModelForCausalLM: TransformerForCausalLM},
-    BertConfig: {
-        AutoModel: BertModel,
-        AutoModelForPreTraining: BertForPreTraining,
-        AutoModelForMaskedLM: BertForMaskedLM,
-        AutoModelForNextSentencePrediction: BertForNextSentencePrediction,
-        AutoModelForSequenceClassification: BertForSequenceClassification,
-        AutoModelForTokenClassification: BertForTokenClassification,
-        AutoModelForQuestionAnswering: BertForQuestionAnswering,
-        AutoModelForMultipleChoice: BertForMultipleChoice,
-    },
-    TextCNNConfig: {AutoModel: TextCNNModel, AutoModelForSequenceClassification: TextCNNForSequenceClassification},
-}
+
+def _recurrent_layers(config) -> dict[str, int]:
+    return {"hidden_states": config.num_hidden_layers + 1}
+
+
+def _seq2seq_stacks(config) -> dict[str, int]:
+    return {"encoder_hidden_states": config.encoder_layers + 1, "decoder_hidden_states": config.decoder_layers + 1}
+
+
+def _transformer_attentions(config) -> dict[str, int]:
+    return {"encoder_attentions": config.encoder_layers, "decoder_attentions": config.decoder_layers,
+            "cross_attentions": config.decoder_layers}
+
+
+FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
+    Family(
+        name="bilstm_crf", config_class=BiLSTMCRFConfig,
+        heads={AutoModel: BiLSTMCRFModel, AutoModelForTokenClassification: BiLSTMCRFForTokenClassification},
+        make_inputs=tagger_inputs, hidden_states=_recurrent_layers,
+        tiny_overrides={"id2label": {0: "O", 1: "B-X", 2: "I-X"}},
+        capabilities=Capabilities(num_items_in_batch=False),
+    ),
+    Family(
+        name="nnlm", config_class=NNLMConfig,
+        heads={AutoModelForCausalLM: NNLMForCausalLM},
+        make_inputs=sequence_inputs, hidden_states=lambda config: {"hidden_states": 2},  # x = [C(w)...], tanh layer
+        common_properties=("vocab_size", "hidden_size"),
+        capabilities=Capabilities(stateful_cache=True, has_base_model=False, gradient_checkpointing=False),
+    ),
+    Family(
+        name="rnn", config_class=RNNConfig,
+        heads={
+            AutoModel: RNNModel,
+            AutoModelForCausalLM: RNNForCausalLM,
+            AutoModelForSequenceClassification: RNNForSequenceClassification,
+            AutoModelForTokenClassification: RNNForTokenClassification,
+        },
+        make_inputs=sequence_inputs, hidden_states=_recurrent_layers,
+        capabilities=Capabilities(stateful_cache=True, tied_embeddings=True),
+    ),
+    Family(
+        name="rnn_seq2seq", config_class=RNNSeq2SeqConfig,
+        heads={AutoModel: RNNSeq2SeqModel, AutoModelForSeq2SeqLM: RNNSeq2SeqForConditionalGeneration},
+        make_inputs=seq2seq_inputs, hidden_states=_seq2seq_stacks,
+        attentions=lambda config: {"cross_attentions": 1},  # the decoder's alignment over the source
+        capabilities=Capabilities(is_encoder_decoder=True, stateful_cache=True, tied_embeddings=True),
+    ),
+    Family(
+        name="transformer", config_class=TransformerConfig,
+        heads={AutoModel: TransformerModel, AutoModelForSeq2SeqLM: TransformerForConditionalGeneration},
+        make_inputs=seq2seq_inputs, hidden_states=_seq2seq_stacks, attentions=_transformer_attentions,
+        common_properties=("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"),
+        capabilities=Capabilities(is_encoder_decoder=True, static_cache=True, sdpa=True, tied_embeddings=True),
+    ),
+    Family(
+        name="transformer_lm", config_class=TransformerLMConfig,
+        heads={AutoModelForCausalLM: TransformerForCausalLM},
+        make_inputs=sequence_inputs,
+        hidden_states=lambda config: {"hidden_states": config.decoder_layers + 1},
+        attentions=lambda config: {"attentions": config.decoder_layers},
+        common_properties=("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"),
+        capabilities=Capabilities(static_cache=True, inputs_embeds=True, has_base_model=False, sdpa=True,
+                                  tied_embeddings=True),
+    ),
+    Family(
+        name="bert", config_class=BertConfig,
+        heads={
+            AutoModel: BertModel,
+            AutoModelForPreTraining: BertForPreTraining,
+            AutoModelForMaskedLM: BertForMaskedLM,
+            AutoModelForNextSentencePrediction: BertForNextSentencePrediction,
+            AutoModelForSequenceClassification: BertForSequenceClassification,
+            AutoModelForTokenClassification: BertForTokenClassification,
+            AutoModelForQuestionAnswering: BertForQuestionAnswering,
+            AutoModelForMultipleChoice: BertForMultipleChoice,
+        },
+        make_inputs=bert_inputs,
+        hidden_states=lambda config: {"hidden_states": config.num_hidden_layers + 1},
+        attentions=lambda config: {"attentions": config.num_hidden_layers},
+        common_properties=("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"),
+        capabilities=Capabilities(static_cache=True, sdpa=True, tied_embeddings=True),
+    ),
+    Family(
+        name="textcnn", config_class=TextCNNConfig,
+        heads={AutoModel: TextCNNModel, AutoModelForSequenceClassification: TextCNNForSequenceClassification},
+        make_inputs=sequence_inputs, hidden_states=lambda config: {"hidden_states": 2},  # word vectors, features
+        common_properties=("vocab_size",),
+        capabilities=Capabilities(gradient_checkpointing=False, mask_removes_tokens=True),
+    ),
+)
+
+#: ``{config class: {Auto class: model class}}``, the Auto-class view of :data:`FAMILY_DESCRIPTIONS`.
+FAMILIES = {family.config_class: dict(family.heads) for family in FAMILY_DESCRIPTIONS}
+
+
+def family_of(config_or_class) -> Family:
+    """The :class:`Family` of a config, a config class or a model class of the package."""
+    for family in FAMILY_DESCRIPTIONS:
+        if config_or_class is family.config_class or isinstance(config_or_class, family.config_class) \
+                or config_or_class in family.heads.values():
+            return family
+    raise ValueError(f"{config_or_class!r} belongs to no family of the package; families: "
+                     f"{[f.name for f in FAMILY_DESCRIPTIONS]}")
+
 
 _registered = False
 

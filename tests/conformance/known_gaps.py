@@ -1,0 +1,18 @@
+"""Contracts a family or head does not meet yet: ``{(family name or head class name, contract): reason}``.
+
+Applied by :func:`conformance_harness.cases` as ``xfail(strict=True)``: when a fix makes the test pass it
+XPASSes, which fails the run until the entry is removed here. The contract names are the first argument of
+``cases(...)`` / ``family_cases(...)`` in the test modules.
+"""
+
+_NO_BASE_MODEL = ("issue 20 defect 10: the family has no base model class, so AutoModel cannot load its folders "
+                  "(needs a base model in its modeling file, mapped to AutoModel in hf_seqmodels/registry.py)")
+
+KNOWN_GAPS: dict[tuple[str, str], str] = {
+    ("nnlm", "auto_model_base"): _NO_BASE_MODEL,
+    ("transformer_lm", "auto_model_base"): _NO_BASE_MODEL,
+    ("nnlm", "auto_model_loads_base"): _NO_BASE_MODEL,
+    ("transformer_lm", "auto_model_loads_base"): _NO_BASE_MODEL,
+    ("nnlm", "remote_code_auto_model"): _NO_BASE_MODEL,
+    ("transformer_lm", "remote_code_auto_model"): _NO_BASE_MODEL,
+}

@@ -255,6 +255,17 @@ class TransformerPreTrainedModel(PreTrainedModel):
     _can_compile_fullgraph = True
     _no_split_modules = ["TransformerEncoderLayer", "TransformerDecoderLayer"]
 
+    def mark_tied_weights_as_initialized(self, loading_info):
+        """transformers marks every tied target initialised before loading the rest. A target that is the same
+        parameter as its source (the encoder-decoder's shared embedding module) marked the source too, so a
+        checkpoint without it left it on the meta device and out of ``missing_keys``: such sources are
+        reported missing and initialised like any other weight."""
+        unloaded = {source for source in self.all_tied_weights_keys.values() if source in loading_info.missing_keys}
+        super().mark_tied_weights_as_initialized(loading_info)
+        for source in unloaded:
+            self.get_parameter(source)._is_hf_initialized = False
+            loading_info.missing_keys.add(source)
+
     @torch.no_grad()
     def _init_weights(self, module):
         """Xavier-uniform linear maps with zero biases (as in the reference implementations), embeddings
@@ -275,27 +286,22 @@ class TransformerPreTrainedModel(PreTrainedModel):
 
 class TransformerModel(SourceVocabularyMixin, TransformerPreTrainedModel):
     """Encoder and decoder, without the output layer. With ``share_encoder_decoder_embeddings`` both stacks
-    use one embedding matrix: the decoder's weight is tied to ``encoder.embeddings.embed_tokens.weight`` (a
-    tied parameter, whatever ``tie_word_embeddings`` says, so loading reports and initialises it like any
-    other). With separate vocabularies the encoder's matrix has ``source_vocab_size`` rows and the decoder's
-    ``vocab_size`` (see :class:`SourceVocabularyMixin` for what ``resize_token_embeddings`` resizes)."""
-
-    _shared_embedding_keys = {"decoder.embeddings.embed_tokens.weight": "encoder.embeddings.embed_tokens.weight"}
+    use one embedding module (``encoder.embeddings.embed_tokens``; one module rather than two tied weights,
+    so that FSDP's wrapping of the input embeddings keeps the decoder's use in the same group). With separate
+    vocabularies the encoder's matrix has ``source_vocab_size`` rows and the decoder's ``vocab_size`` (see
+    :class:`SourceVocabularyMixin` for what ``resize_token_embeddings`` resizes)."""
 
     def __init__(self, config: TransformerConfig):
         super().__init__(config)
         source_vocab_size = config.source_vocab_size if config.source_vocab_size is not None else config.vocab_size
-        self.encoder = TransformerEncoder(config, nn.Embedding(source_vocab_size, config.d_model))
-        self.decoder = TransformerDecoder(config, nn.Embedding(config.vocab_size, config.d_model), cross_attention=True)
-        if config.share_encoder_decoder_embeddings:
-            self._tied_weights_keys = dict(self._shared_embedding_keys)
+        source_embeddings = nn.Embedding(source_vocab_size, config.d_model)
+        shared = config.share_encoder_decoder_embeddings
+        target_embeddings = source_embeddings if shared else nn.Embedding(config.vocab_size, config.d_model)
+        self.encoder = TransformerEncoder(config, source_embeddings)
+        self.decoder = TransformerDecoder(config, target_embeddings, cross_attention=True)
+        if shared:  # the two names of one weight: save_pretrained writes the encoder's only
+            self._tied_weights_keys = {"decoder.embeddings.embed_tokens.weight": "encoder.embeddings.embed_tokens.weight"}
         self.post_init()
-
-    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict:
-        """transformers ties only when ``tie_word_embeddings``; the shared embeddings follow their own field."""
-        if not all_submodels and self.config.share_encoder_decoder_embeddings:
-            return dict(self._shared_embedding_keys)
-        return super().get_expanded_tied_weights_keys(all_submodels)
 
     def get_input_embeddings(self):
         return self.encoder.embeddings.embed_tokens

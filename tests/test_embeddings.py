@@ -458,3 +458,27 @@ def test_word_pair_evaluation_is_spearmans_rank_correlation(toy_vectors, tmp_pat
     pairs.write_text("king queen 7\n")
     with pytest.raises(ValueError, match="line 1 .*word_a<TAB>word_b<TAB>score"):
         toy_vectors.evaluate_word_pairs(pairs)
+
+
+def test_glove_step_is_adagrad_on_the_weighted_least_squares():
+    """One entry (i, j): diff = w_i·w̃_j + b_i + b̃_j − log X_ij, g = f(X_ij)·diff·(w̃_j, w_i, 1, 1) (the gradient of
+    ½ f diff²), θ −= η g / sqrt(G) with G the past squared gradients (from 1), then G += g²."""
+    vocab = Vocabulary(["a", "b", "c"], [3, 2, 1])
+    trainer = GloVeTrainer(vocab, GloVeConfig(vector_size=4, learning_rate=0.05, x_max=10.0))
+    generator = torch.Generator().manual_seed(0)
+    for p in (trainer.word, trainer.context, trainer.word_bias, trainer.context_bias):
+        p.copy_(torch.randn(p.shape, generator=generator))
+    for g_sq in trainer.squared.values():
+        g_sq.fill_(2.0)  # as after earlier steps
+    i, j, x = 0, 2, 4.0
+    w, c, b, bc = trainer.word[i].clone(), trainer.context[j].clone(), float(trainer.word_bias[i]), float(
+        trainer.context_bias[j])
+    f = (x / 10.0) ** 0.75
+    diff = float(w @ c) + b + bc - math.log(x)
+    cost = trainer._step(torch.tensor([i]), torch.tensor([j]), torch.tensor([math.log(x)]), torch.tensor([f]))
+    assert cost == pytest.approx(0.5 * f * diff**2, rel=1e-5)
+    torch.testing.assert_close(trainer.word[i], w - 0.05 * f * diff * c / math.sqrt(2.0))
+    torch.testing.assert_close(trainer.context[j], c - 0.05 * f * diff * w / math.sqrt(2.0))
+    assert float(trainer.word_bias[i]) == pytest.approx(b - 0.05 * f * diff / math.sqrt(2.0), rel=1e-5)
+    torch.testing.assert_close(trainer.squared["word"][i], 2.0 + (f * diff * c) ** 2)
+    torch.testing.assert_close(trainer.squared["context_bias"][j], torch.tensor(2.0 + (f * diff) ** 2))

@@ -267,6 +267,9 @@ def test_presets_have_the_papers_sizes(preset, layers, hidden, heads, low, high)
     assert low < sum(p.numel() for p in model.parameters()) < high
 
 
+POSITIVE_INTEGER = "(?:a positive number|an integer >= 1)"  # the wording of config_utils' range checks
+
+
 @pytest.mark.parametrize(
     "overrides, field, value, allowed",
     [
@@ -274,8 +277,8 @@ def test_presets_have_the_papers_sizes(preset, layers, hidden, heads, low, high)
         (dict(hidden_act="swishy"), "hidden_act", "swishy", "a name in transformers' ACT2FN"),
         (dict(hidden_dropout_prob=1.5), "hidden_dropout_prob", 1.5, "a probability"),
         (dict(attention_probs_dropout_prob=-0.1), "attention_probs_dropout_prob", -0.1, "a probability"),
-        (dict(type_vocab_size=0), "type_vocab_size", 0, "a positive number"),
-        (dict(num_hidden_layers=0), "num_hidden_layers", 0, "a positive number"),
+        (dict(type_vocab_size=0), "type_vocab_size", 0, POSITIVE_INTEGER),
+        (dict(num_hidden_layers=0), "num_hidden_layers", 0, POSITIVE_INTEGER),
         (dict(pad_token_id=99), "pad_token_id", 99, "None or a token id in"),
     ],
 )
@@ -342,6 +345,28 @@ def test_return_dict_false_in_the_config_gives_tuples_from_every_head(name):
     for a, b in zip(plain, structured.to_tuple(), strict=True):
         assert all(map(torch.equal, a, b)) if isinstance(a, tuple) else torch.equal(a, b)
     assert type(model(**inputs, return_dict=True)) is type(structured)  # the keyword wins
+
+
+@pytest.mark.parametrize("name", HEADS)
+def test_inputs_embeds_give_the_outputs_of_their_ids(name):
+    model = make(getattr(hf_seqmodels, name), num_labels=3)
+    inputs = labelled_inputs(name)
+    ids = inputs.pop("input_ids")
+    expected = model(input_ids=ids, **inputs).to_tuple()
+    embedded = model(inputs_embeds=model.get_input_embeddings()(ids), **inputs).to_tuple()
+    for a, b in zip(expected, embedded, strict=True):
+        assert torch.allclose(a, b, atol=1e-6)
+    with pytest.raises(ValueError, match="exactly one of `input_ids`"):
+        model(input_ids=ids, inputs_embeds=model.get_input_embeddings()(ids), **inputs)
+
+
+def test_masked_lm_loss_with_num_items_in_batch_is_the_sum_over_that_count():
+    model = make(BertForMaskedLM)
+    inputs = head_inputs("BertForMaskedLM")
+    count = int((inputs["labels"] != -100).sum())
+    mean = model(**inputs).loss
+    assert torch.allclose(model(**inputs, num_items_in_batch=torch.tensor(2 * count)).loss, mean / 2, atol=1e-6)
+    assert model.accepts_loss_kwargs is False  # the Trainer scales every head's loss itself
 
 
 def test_from_pretrained_keywords_set_the_output_flags(tmp_path):
@@ -464,20 +489,21 @@ def test_accelerate_empty_weights_then_loading_gives_the_saved_model(tmp_path):
     assert torch.equal(model(**inputs).prediction_logits, saved_model(**inputs).prediction_logits)
 
 
-@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
-@pytest.mark.parametrize("name", HEADS)
+@pytest.mark.parametrize("name, implementation", [(name, "sdpa") for name in HEADS] + [("BertForPreTraining", "eager")])
 def test_compiled_forward_of_every_head_has_no_graph_break(name, implementation):
+    """No graph break (explain), and a full-graph compilation returns the eager outputs, hidden states and
+    attention weights included (``backend="eager"``: the traced graph is what is checked, not the codegen)."""
     assert BertPreTrainedModel._can_compile_fullgraph
     model = make(getattr(hf_seqmodels, name), num_labels=3, attn_implementation=implementation)
     inputs = labelled_inputs(name)
     torch._dynamo.reset()
     assert torch._dynamo.explain(model)(**inputs).graph_break_count == 0
+    flags = dict(output_hidden_states=True, output_attentions=True)
     compiled = torch.compile(model, fullgraph=True, backend="eager")
-    for flags in ({}, dict(output_hidden_states=True, output_attentions=True)):
-        expected, got = model(**inputs, **flags).to_tuple(), compiled(**inputs, **flags).to_tuple()
-        for a, b in zip(expected, got, strict=True):
-            for x, y in zip(a, b, strict=True) if isinstance(a, tuple) else [(a, b)]:
-                assert torch.allclose(x, y, atol=1e-6)
+    expected, got = model(**inputs, **flags).to_tuple(), compiled(**inputs, **flags).to_tuple()
+    for a, b in zip(expected, got, strict=True):
+        for x, y in zip(a, b, strict=True) if isinstance(a, tuple) else [(a, b)]:
+            assert torch.allclose(x, y, atol=1e-6)
 
 
 def test_eager_checks_still_run_outside_compilation():

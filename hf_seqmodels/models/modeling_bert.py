@@ -55,15 +55,20 @@ class BertEmbeddings(nn.Module):
 
     def forward(
         self,
-        input_ids: torch.LongTensor,
+        input_ids: torch.LongTensor | None = None,
         token_type_ids: torch.LongTensor | None = None,
         position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)  # one segment: sentence A
+        """``input_ids`` ``(B, T)``, or ``inputs_embeds`` ``(B, T, H)`` in place of :math:`E_{tok}[w]`."""
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)  # (B, T, H)
+        batch, length = inputs_embeds.shape[:2]
+        if token_type_ids is None:  # one segment: sentence A
+            token_type_ids = torch.zeros(batch, length, dtype=torch.long, device=inputs_embeds.device)
         if position_ids is None:
-            position_ids = torch.arange(input_ids.shape[1], device=input_ids.device)[None]  # (1, T)
-        x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)  # (B, T, H)
+            position_ids = torch.arange(length, device=inputs_embeds.device)[None]  # (1, T)
+        x = inputs_embeds + self.token_type_embeddings(token_type_ids)  # (B, T, H)
         if is_tracing():  # the position check reads values (eager only); the lookup itself is a plain embedding
             x = x + nn.Embedding.forward(self.position_embeddings, position_ids)
         else:
@@ -135,7 +140,9 @@ class BertPreTrainedModel(PreTrainedModel):
     # not BertEmbeddings: accelerate's FSDP2 puts the word embeddings (tied to the MLM decoder) in a unit of
     # their own, which fails when a wrapped BertEmbeddings has already sharded them
     _no_split_modules = ["TransformerEncoderLayer"]
-    accepts_loss_kwargs = False  # every loss is a batch mean; Trainer scales it for gradient accumulation
+    # the Trainer scales the losses for gradient accumulation: most are batch means (the masked-LM loss also
+    # takes ``num_items_in_batch`` when a caller passes it)
+    accepts_loss_kwargs = False
     _can_compile_fullgraph = True  # value-reading input checks run in eager mode only
 
     def _init_weights(self, module: nn.Module) -> None:
@@ -151,10 +158,10 @@ class BertPreTrainedModel(PreTrainedModel):
             super()._init_weights(module)
 
 
-def check_segments(token_type_ids: torch.Tensor, input_ids: torch.Tensor, type_vocab_size: int) -> None:
+def check_segments(token_type_ids: torch.Tensor, shape: torch.Size, type_vocab_size: int) -> None:
     """Shape check always; the range check reads values, so it runs in eager mode only (:func:`is_tracing`)."""
-    if token_type_ids.shape != input_ids.shape:
-        raise ValueError(f"`token_type_ids` must have the shape of `input_ids` {tuple(input_ids.shape)}, "
+    if token_type_ids.shape != shape:
+        raise ValueError(f"`token_type_ids` must have the shape (batch, length) of the inputs {tuple(shape)}, "
                          f"got {tuple(token_type_ids.shape)}.")
     if is_tracing():
         return
@@ -162,6 +169,21 @@ def check_segments(token_type_ids: torch.Tensor, input_ids: torch.Tensor, type_v
     if low < 0 or high >= type_vocab_size:
         raise ValueError(f"`token_type_ids` holds segment id {low if low < 0 else high}, outside "
                          f"[0, type_vocab_size={type_vocab_size}) (0 = sentence A, 1 = sentence B).")
+
+
+def token_shape(input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, config: BertConfig) -> torch.Size:
+    """``(B, T)`` of the one token input given: ``input_ids`` (checked against the vocabulary) or
+    ``inputs_embeds`` ``(B, T, H)``."""
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError("give exactly one of `input_ids` (B, T) and `inputs_embeds` (B, T, hidden_size), got "
+                         + ("both" if input_ids is not None else "neither"))
+    if input_ids is not None:
+        check_input_ids(input_ids, config.vocab_size)
+        return input_ids.shape
+    if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != config.hidden_size:
+        raise ValueError(f"`inputs_embeds` must have shape (batch, length, hidden_size={config.hidden_size}), "
+                         f"got {tuple(inputs_embeds.shape)}")
+    return inputs_embeds.shape[:2]
 
 
 class BertModel(BertPreTrainedModel):
@@ -187,6 +209,7 @@ class BertModel(BertPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.LongTensor | None = None,
         position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         **kwargs,
@@ -197,17 +220,19 @@ class BertModel(BertPreTrainedModel):
             attention_mask: ``(B, T)``, 1 for tokens, 0 for padding.
             token_type_ids: ``(B, T)`` segment ids in ``[0, type_vocab_size)`` (default: all 0).
             position_ids: ``(B | 1, T)`` (default: ``0 .. T - 1``).
+            inputs_embeds: ``(B, T, H)`` token vectors in place of ``input_ids`` (exactly one of the two).
 
         Returns:
             ``last_hidden_state`` ``(B, T, H)``, ``pooler_output`` ``(B, H)`` (None without pooler),
             ``hidden_states`` (``L + 1`` × ``(B, T, H)``), ``attentions`` (``L`` × ``(B, A, T, T)``).
         """
         output_hidden_states, output_attentions = output_flags(self.config, output_hidden_states, output_attentions)
-        check_input_ids(input_ids, self.config.vocab_size)
+        shape = token_shape(input_ids, inputs_embeds, self.config)  # (B, T)
         if token_type_ids is not None:
-            check_segments(token_type_ids, input_ids, self.config.type_vocab_size)
-        mask = current_mask(attention_mask, input_ids)  # (B, T) bool, or None
-        x = self.embeddings(input_ids, token_type_ids, position_ids)  # (B, T, H)
+            check_segments(token_type_ids, shape, self.config.type_vocab_size)
+        tokens = input_ids if input_ids is not None else inputs_embeds[..., 0]  # only its shape (B, T) is read
+        mask = current_mask(attention_mask, tokens)  # (B, T) bool, or None
+        x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, T, H)
         out = self.encoder(x, padding_bias(mask, x.dtype), output_attentions, output_hidden_states)
         return BaseModelOutputWithPooling(
             last_hidden_state=out.last_hidden_state,
@@ -229,19 +254,21 @@ def padding_bias(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor 
     return bias[:, None, None, :]
 
 
-def base_output(bert: BertModel, input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
-                output_hidden_states) -> BaseModelOutputWithPooling:
+def base_output(bert: BertModel, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                output_attentions, output_hidden_states) -> BaseModelOutputWithPooling:
     """What a head reads from its base model: the structured output whatever ``return_dict`` says (the tuple
     form is for the outermost call only); ``None`` flags fall back to the shared config."""
     return structured(bert, input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                      position_ids=position_ids, output_attentions=output_attentions,
+                      position_ids=position_ids, inputs_embeds=inputs_embeds, output_attentions=output_attentions,
                       output_hidden_states=output_hidden_states)
 
 
 def masked_lm_logits_and_loss(
-    head: BertMLMHead, hidden: torch.Tensor, labels: torch.Tensor | None, masked_only: bool
+    head: BertMLMHead, hidden: torch.Tensor, labels: torch.Tensor | None, masked_only: bool,
+    num_items_in_batch: torch.Tensor | int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Vocabulary logits and the mean cross-entropy over labels that are not ``-100``.
+    """Vocabulary logits and the mean cross-entropy over labels that are not ``-100`` (the sum divided by
+    ``num_items_in_batch`` when given: the label count of a whole accumulated batch).
 
     ``masked_only`` (needs ``labels``) runs the head on the labelled positions only: logits
     ``(N, V)`` for the ``N`` labels ``!= -100`` in row-major order (``labels[labels != -100]``);
@@ -253,9 +280,15 @@ def masked_lm_logits_and_loss(
     if masked_only:
         selected = labels != -100  # (B, T)
         logits = head(hidden[selected])  # (N, V)
-        return logits, nn.functional.cross_entropy(logits.float(), labels[selected])
-    logits = head(hidden)  # (B, T, V)
-    return logits, nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
+        flat_logits, flat_labels = logits, labels[selected]
+    else:
+        logits = head(hidden)  # (B, T, V)
+        flat_logits, flat_labels = logits.flatten(0, 1), labels.flatten()
+    reduction = "mean" if num_items_in_batch is None else "sum"
+    loss = nn.functional.cross_entropy(flat_logits.float(), flat_labels, ignore_index=-100, reduction=reduction)
+    if num_items_in_batch is not None:
+        loss = loss / torch.as_tensor(num_items_in_batch, device=loss.device)
+    return logits, loss
 
 
 def resolve_masked_only(config: BertConfig, masked_positions_only: bool | None, labels) -> bool:
@@ -318,6 +351,7 @@ class BertForPreTraining(BertPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.LongTensor | None = None,
         position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         next_sentence_label: torch.LongTensor | None = None,
         masked_positions_only: bool | None = None,
@@ -328,10 +362,10 @@ class BertForPreTraining(BertPreTrainedModel):
         """``labels`` ``(B, T)``: original ids at masked positions, ``-100`` elsewhere; ``next_sentence_label``
         ``(B,)``: 0 IsNext, 1 NotNext. Other inputs as in :class:`BertModel`."""
         masked_only = resolve_masked_only(self.config, masked_positions_only, labels)
-        out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
-                          output_hidden_states)
+        out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                          output_attentions, output_hidden_states)
         prediction_logits, mlm_loss = masked_lm_logits_and_loss(self.mlm_head, out.last_hidden_state, labels,
-                                                                masked_only)
+                                                                masked_only, kwargs.get("num_items_in_batch"))
         seq_relationship_logits = self.nsp_head(out.pooler_output)  # (B, 2)
         nsp_loss = None
         if next_sentence_label is not None:
@@ -347,7 +381,8 @@ class BertForPreTraining(BertPreTrainedModel):
 
 class BertForMaskedLM(BertPreTrainedModel):
     """The masked-LM head alone (no pooler): ``logits`` ``(B, T, V)``, or ``(N, V)`` at the labelled
-    positions with ``masked_positions_only`` (see :class:`BertForPreTraining`). Used by ``fill-mask``."""
+    positions with ``masked_positions_only`` (see :class:`BertForPreTraining`). Used by ``fill-mask``.
+    The loss is the mean over the labelled positions, or their sum over a ``num_items_in_batch`` keyword."""
 
     _tied_weights_keys = {"mlm_head.decoder.weight": "bert.embeddings.word_embeddings.weight"}
 
@@ -370,6 +405,7 @@ class BertForMaskedLM(BertPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.LongTensor | None = None,
         position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         masked_positions_only: bool | None = None,
         output_attentions: bool | None = None,
@@ -377,9 +413,10 @@ class BertForMaskedLM(BertPreTrainedModel):
         **kwargs,
     ) -> MaskedLMOutput:
         masked_only = resolve_masked_only(self.config, masked_positions_only, labels)
-        out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
-                          output_hidden_states)
-        logits, loss = masked_lm_logits_and_loss(self.mlm_head, out.last_hidden_state, labels, masked_only)
+        out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                          output_attentions, output_hidden_states)
+        logits, loss = masked_lm_logits_and_loss(self.mlm_head, out.last_hidden_state, labels, masked_only,
+                                                 kwargs.get("num_items_in_batch"))
         return MaskedLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions)
 
 
@@ -399,13 +436,14 @@ class BertForNextSentencePrediction(BertPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.LongTensor | None = None,
         position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         **kwargs,
     ) -> NextSentencePredictorOutput:
-        out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
-                          output_hidden_states)
+        out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                          output_attentions, output_hidden_states)
         logits = self.nsp_head(out.pooler_output)  # (B, 2)
         loss = None
         if labels is not None:
@@ -446,13 +484,14 @@ class BertForSequenceClassification(BertClassifierBase):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.LongTensor | None = None,
         position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         **kwargs,
     ) -> SequenceClassifierOutput:
-        out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
-                          output_hidden_states)
+        out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                          output_attentions, output_hidden_states)
         logits = self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
         loss = self.loss_function(labels, logits, self.config) if labels is not None else None
         return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
@@ -474,13 +513,14 @@ class BertForTokenClassification(BertClassifierBase):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.LongTensor | None = None,
         position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         **kwargs,
     ) -> TokenClassifierOutput:
-        out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
-                          output_hidden_states)
+        out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                          output_attentions, output_hidden_states)
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, num_labels)
         loss = self.loss_function(logits, labels, self.config) if labels is not None else None
         return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
@@ -519,14 +559,15 @@ class BertForQuestionAnswering(BertPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.LongTensor | None = None,
         position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
         start_positions: torch.LongTensor | None = None,
         end_positions: torch.LongTensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         **kwargs,
     ) -> QuestionAnsweringModelOutput:
-        out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, output_attentions,
-                          output_hidden_states)
+        out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                          output_attentions, output_hidden_states)
         start_logits, end_logits = self.qa_outputs(out.last_hidden_state).unbind(-1)  # (B, T) each
         loss = None
         if start_positions is not None and end_positions is not None:
@@ -550,21 +591,24 @@ class BertForMultipleChoice(BertClassifierBase):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.LongTensor | None = None,
         position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         **kwargs,
     ) -> MultipleChoiceModelOutput:
-        if input_ids is None or input_ids.dim() != 3:
-            shape = None if input_ids is None else tuple(input_ids.shape)
-            raise ValueError(f"multiple choice needs `input_ids` of shape (batch, choices, length), got {shape}")
-        num_choices = input_ids.shape[1]
+        tokens = input_ids if input_ids is not None else inputs_embeds
+        if tokens is None or tokens.dim() != (3 if input_ids is not None else 4):
+            shape = None if tokens is None else tuple(tokens.shape)
+            raise ValueError("multiple choice needs `input_ids` of shape (batch, choices, length) or `inputs_embeds` "
+                             f"(batch, choices, length, hidden_size), got {shape}")
+        num_choices = tokens.shape[1]
 
-        def flat(t):  # (B, C, T) -> (B * C, T)
-            return t.flatten(0, 1) if t is not None and t.dim() == 3 else t
+        def flat(t, dims=3):  # (B, C, T, ...) -> (B * C, T, ...)
+            return t.flatten(0, 1) if t is not None and t.dim() == dims else t
 
         out = base_output(self.bert, flat(input_ids), flat(attention_mask), flat(token_type_ids),
-                          flat(position_ids), output_attentions, output_hidden_states)
+                          flat(position_ids), flat(inputs_embeds, 4), output_attentions, output_hidden_states)
         logits = self.classifier(self.dropout(out.pooler_output)).view(-1, num_choices)  # (B, C)
         loss = None
         if labels is not None:

@@ -145,7 +145,7 @@ class TextCNNPreTrainedModel(PreTrainedModel):
         rows start as copies of the tuned channel's new rows (both channels start from the same vectors)."""
         embeddings = super()._resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
         static = self.base_model.static_embed_tokens
-        if static is not None:
+        if static is not None and static.num_embeddings != embeddings.num_embeddings:
             old_rows, new_rows = static.num_embeddings, embeddings.num_embeddings
             with torch.no_grad():
                 weight = embeddings.weight.new_empty(new_rows, static.embedding_dim)

@@ -10,6 +10,7 @@ import os
 import runpy
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -314,10 +315,19 @@ def test_missing_file_raises_file_not_found(tmp_path):
         train_tokenizer([missing], kind="word")
 
 
-@pytest.mark.parametrize("content", ["", "   \n\n\t \n"])
-def test_empty_or_blank_corpus_raises(tmp_path, content):
+@pytest.mark.parametrize(
+    ("content", "match"), [("", r"corpus.txt' is empty \(0 bytes\)"), ("   \n\n\t \n", r"corpus.txt' is empty: .*whitespace")]
+)
+def test_empty_or_blank_file_raises_naming_the_file(tmp_path, content, match):
+    good = write(tmp_path, "the cat sat\n", name="good.txt")
+    with pytest.raises(ValueError, match=match):
+        train_tokenizer([good, write(tmp_path, content)], kind="char")
+
+
+def test_blank_dataset_raises():
+    datasets = pytest.importorskip("datasets")
     with pytest.raises(ValueError, match="corpus is empty"):
-        train_tokenizer([write(tmp_path, content)], kind="char")
+        train_tokenizer(dataset=datasets.Dataset.from_dict({"text": [" ", "\n"]}), kind="char")
 
 
 def test_no_input_raises():
@@ -460,3 +470,137 @@ def test_loads_in_a_fresh_python_process(trained, tmp_path):
     )
     expected = [tok(t).input_ids for t in SAMPLES] + [[0, 1]]
     assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
+
+
+# --------------------------------------------------------------------------------------------------
+# Input guards: long lines, binary and non-UTF-8 files, the byte budget
+# --------------------------------------------------------------------------------------------------
+
+LONG_LINE_CHARS = 8_000_000
+
+
+@pytest.fixture(scope="module")
+def long_line_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A corpus whose second line is one 8 MB line of words (the line that used to crash or hang trainers)."""
+    words = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")
+    line = " ".join(words[i * 7 % len(words)] for i in range(LONG_LINE_CHARS // 5))[:LONG_LINE_CHARS]
+    path = tmp_path_factory.mktemp("long") / "long.txt"
+    path.write_text(f"the cat sat\n{line}\nthe end\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("kind", TOKENIZER_KINDS)
+def test_an_8mb_line_is_refused_at_once_naming_file_line_length_and_limit(long_line_file, kind):
+    start = time.perf_counter()
+    with pytest.raises(ValueError) as error:
+        train_tokenizer([long_line_file], kind=kind, vocab_size=VOCAB_SIZE[kind], min_frequency=1)
+    assert time.perf_counter() - start < 10
+    message = str(error.value)
+    assert "long.txt" in message and "line 2" in message
+    assert f"{LONG_LINE_CHARS:,} characters" in message and "max_line_length=100,000" in message
+    assert "long_lines='split'" in message
+
+
+@pytest.mark.parametrize("kind", ["word", "bpe", "wordpiece", "unigram"])
+def test_an_8mb_line_is_split_into_pieces_on_request(long_line_file, kind):
+    start = time.perf_counter()
+    tok = train_tokenizer(
+        [long_line_file], kind=kind, vocab_size=VOCAB_SIZE[kind], min_frequency=1, long_lines="split"
+    )
+    assert time.perf_counter() - start < 60
+    ids = tok("gamma delta", add_special_tokens=False).input_ids
+    assert tok.unk_token_id not in ids and tok.decode(ids).replace(" ", "") == "gammadelta"
+
+
+def test_split_pieces_cut_after_whitespace_and_keep_every_character(tmp_path):
+    from hf_seqmodels.tokenization.corpus import CorpusLimits, read_corpus
+
+    text = "aaaa bbbb cccc dddd\nshort\n" + "x" * 23 + "\n"
+    pieces = list(read_corpus([write(tmp_path, text)], None, CorpusLimits(max_line_length=10, long_lines="split")))
+    assert "".join(pieces) == text
+    assert pieces[:3] == ["aaaa bbbb ", "cccc dddd\n", "short\n"]
+    assert pieces[3:] == ["x" * 10, "x" * 10, "xxx\n"]  # no whitespace: cut at the limit
+    assert all(len(piece.rstrip("\n")) <= 10 for piece in pieces)
+
+
+def test_long_dataset_rows_are_refused_or_split():
+    datasets = pytest.importorskip("datasets")
+    data = datasets.Dataset.from_dict({"text": ["the cat", "word " * 30]})
+    with pytest.raises(ValueError, match=r"dataset column 'text', row 2: 150 characters.*max_line_length=100"):
+        train_tokenizer(dataset=data, kind="word", min_frequency=1, max_line_length=100)
+    tok = train_tokenizer(dataset=data, kind="word", min_frequency=1, max_line_length=100, long_lines="split")
+    assert "word" in tok.get_vocab()
+
+
+def test_binary_file_is_refused_with_the_byte_offset(tmp_path):
+    path = tmp_path / "image.bin"
+    path.write_bytes(b"GIF89a header\n" + b"\x00\x01\x02" * 50)
+    with pytest.raises(ValueError, match=r"image.bin' looks binary: .*NUL byte at byte offset 14"):
+        train_tokenizer([path], kind="bpe")
+
+
+def test_non_utf8_file_is_refused_with_the_byte_offset(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("caf\u00e9 au lait\n".encode("utf-8") * 3 + "na\u00efve\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin1.txt' is not UTF-8 text: invalid byte 0xef at byte offset 44"):  # 3 × 14 + 2
+        train_tokenizer([path], kind="word")
+
+
+def test_invalid_byte_offset_is_exact_across_scan_blocks(tmp_path, monkeypatch):
+    from hf_seqmodels.tokenization import corpus
+
+    monkeypatch.setattr(corpus, "_SCAN_BLOCK", 4)  # the 3-byte '€' straddles two blocks
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"ab\xe2\x82\xac" + b"\xe2\x82\xff")  # a valid euro sign, then a broken one at 5
+    assert corpus._first_invalid_utf8(path) == (5, b"\xe2")
+
+
+def test_max_train_bytes_reads_only_a_prefix(tmp_path):
+    path = write(tmp_path, "alpha beta\n" * 10 + "omega\n" * 10)
+    capped = train_tokenizer([path], kind="word", min_frequency=1, max_train_bytes=110)
+    assert "alpha" in capped.get_vocab() and "omega" not in capped.get_vocab()
+    assert "omega" in train_tokenizer([path], kind="word", min_frequency=1).get_vocab()
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"max_train_bytes": 0}, "max_train_bytes=0"),
+        ({"max_line_length": 0}, "max_line_length=0"),
+        ({"long_lines": "truncate"}, r"long_lines='truncate'.*'error', 'split'"),
+    ],
+)
+def test_bad_limits_raise(corpus_file, options, match):
+    with pytest.raises(ValueError, match=match):
+        train_tokenizer([corpus_file], kind="word", **options)
+
+
+@pytest.fixture
+def bad_files(long_line_file, tmp_path) -> dict[str, Path]:
+    paths = {"long": long_line_file, "binary": tmp_path / "b.bin", "empty": tmp_path / "e.txt",
+             "latin1": tmp_path / "l.txt"}
+    paths["binary"].write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    paths["empty"].write_bytes(b"")
+    paths["latin1"].write_bytes("na\u00efve\n".encode("latin-1"))
+    return paths
+
+
+@pytest.mark.parametrize("case", ["long", "binary", "empty", "latin1"])
+def test_cli_prints_one_error_line_and_exits_2_for_bad_files(case, bad_files, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--train_file", str(bad_files[case]), "--kind", "unigram", "--output_dir", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and bad_files[case].name in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_script_reports_a_long_line_without_a_traceback(bad_files, tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "tokenizer_scripts" / "train_tokenizer.py"), "--train_file",
+         str(bad_files["long"]), "--kind", "bpe", "--output_dir", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "line 2: 8,000,000 characters" in errors[0]

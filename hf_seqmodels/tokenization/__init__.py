@@ -6,15 +6,29 @@
 """
 
 from .cleaning import UNICODE_NORMALIZATION_FORMS, CleaningConfig, build_normalizer, clean_text
+from .corpus import DEFAULT_MAX_LINE_LENGTH, LONG_LINE_POLICIES, CorpusLimits
+from .special_tokens import (
+    apply_special_token_switches,
+    restore_special_token_switches,
+    special_token_switches,
+    with_special_token_switches,
+)
 from .training import BERT_SPECIAL_TOKENS, SPECIAL_TOKENS, TOKENIZER_KINDS, train_tokenizer
 
 __all__ = [
     "BERT_SPECIAL_TOKENS",
+    "DEFAULT_MAX_LINE_LENGTH",
+    "LONG_LINE_POLICIES",
     "SPECIAL_TOKENS",
     "TOKENIZER_KINDS",
     "UNICODE_NORMALIZATION_FORMS",
     "CleaningConfig",
+    "CorpusLimits",
+    "apply_special_token_switches",
     "build_normalizer",
     "clean_text",
+    "restore_special_token_switches",
+    "special_token_switches",
     "train_tokenizer",
+    "with_special_token_switches",
 ]

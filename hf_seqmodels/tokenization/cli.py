@@ -12,10 +12,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from .cleaning import UNICODE_NORMALIZATION_FORMS, CleaningConfig
+from .corpus import DEFAULT_MAX_LINE_LENGTH, LONG_LINE_POLICIES
 from .training import TOKENIZER_KINDS, train_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -54,6 +56,35 @@ def build_parser() -> argparse.ArgumentParser:
         help="Add [CLS] [SEP] [MASK] and the BERT template with token_type_ids.",
     )
     model.add_argument("--model_max_length", type=int, default=None, help="Stored as model_max_length.")
+    for name, default in (("add_bos_token", "true"), ("add_eos_token", "false")):
+        model.add_argument(
+            f"--{name}",
+            type=_boolean,
+            default=None,
+            metavar="{true,false}",
+            help=f"Whether tokenizer(text) gets <{name[4:7]}> (default {default}; a sequence-to-sequence tokenizer "
+            "uses --add_bos_token false --add_eos_token true). Not with --bert_special_tokens.",
+        )
+
+    limits = parser.add_argument_group("input limits (memory stays bounded)")
+    limits.add_argument(
+        "--max_train_bytes",
+        type=int,
+        default=None,
+        help="Read at most this many UTF-8 bytes of training text (default: all of it).",
+    )
+    limits.add_argument(
+        "--max_line_length",
+        type=int,
+        default=DEFAULT_MAX_LINE_LENGTH,
+        help=f"Longest line in characters (default: {DEFAULT_MAX_LINE_LENGTH:,}).",
+    )
+    limits.add_argument(
+        "--long_lines",
+        choices=LONG_LINE_POLICIES,
+        default="error",
+        help="A longer line stops training with an error (default) or is split into pieces.",
+    )
 
     cleaning = parser.add_argument_group("cleaning (built into the tokenizer, all off by default)")
     for field in _CLEANING_FIELDS:
@@ -68,6 +99,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output_dir", required=True, help="Folder for save_pretrained.")
     parser.add_argument("--show_progress", action="store_true", help="Show the training progress bar.")
     return parser
+
+
+def _boolean(value: str) -> bool:
+    """``true``/``false`` (any case, also 1/0, yes/no) for the switch flags."""
+    lowered = value.lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def _fail(error: Exception) -> NoReturn:
+    """A user error (bad file, bad value): one line ``error: ...`` on stderr, exit status 2, no traceback."""
+    message = " ".join(str(error).split())
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def _cleaning_config(args: argparse.Namespace) -> CleaningConfig:
@@ -106,9 +154,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             add_bert_special_tokens=args.bert_special_tokens,
             model_max_length=args.model_max_length,
             show_progress=args.show_progress,
+            add_bos_token=args.add_bos_token,
+            add_eos_token=args.add_eos_token,
+            max_train_bytes=args.max_train_bytes,
+            max_line_length=args.max_line_length,
+            long_lines=args.long_lines,
         )
-    except (ValueError, FileNotFoundError) as error:
-        parser.error(str(error))
+    except (ValueError, OSError) as error:  # bad values and files (FileNotFoundError, unreadable, ...)
+        _fail(error)
     tokenizer.save_pretrained(args.output_dir)
     logger.info("Vocabulary size %d; saved to %s.", len(tokenizer), args.output_dir)
     print(f"Saved a {args.kind} tokenizer with {len(tokenizer)} tokens to {args.output_dir}")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,8 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, proce
 from transformers import PreTrainedTokenizerFast
 
 from .cleaning import CleaningConfig, build_normalizer
+from .corpus import DEFAULT_MAX_LINE_LENGTH, CorpusLimits, check_training_file, read_corpus
+from .special_tokens import apply_special_token_switches, causal_post_processor
 
 if TYPE_CHECKING:
     import datasets
@@ -63,6 +65,11 @@ def train_tokenizer(
     add_bert_special_tokens: bool = False,
     model_max_length: int | None = None,
     show_progress: bool = False,
+    add_bos_token: bool | None = None,
+    add_eos_token: bool | None = None,
+    max_train_bytes: int | None = None,
+    max_line_length: int = DEFAULT_MAX_LINE_LENGTH,
+    long_lines: str = "error",
 ) -> PreTrainedTokenizerFast:
     """Train a tokenizer of the given ``kind`` on text files and/or a ``datasets`` column.
 
@@ -81,22 +88,35 @@ def train_tokenizer(
             ``[CLS] A [SEP] B [SEP]`` with ``token_type_ids``; otherwise the causal-LM template ``<bos> A``.
         model_max_length: stored as ``tokenizer.model_max_length`` when given.
         show_progress: show the ``tokenizers`` training progress bar.
+        add_bos_token, add_eos_token: the switches of transformers' Llama-style tokenizers: whether
+            ``tokenizer(text)`` starts with ``<bos>`` and ends with ``<eos>``.  ``None`` keeps the
+            causal-LM default (``<bos> A``: True, False).  A sequence-to-sequence tokenizer uses False,
+            True (``A <eos>``, as Marian and T5 encode sources and ``text_target`` labels).  Not
+            available with ``add_bert_special_tokens``.
+        max_train_bytes: read at most this many UTF-8 bytes of text (files first, then the dataset);
+            ``None`` reads everything.
+        max_line_length: the longest line (or dataset row) in characters; see ``long_lines``.
+        long_lines: ``"error"`` refuses a longer line with a message naming the file, the line, its
+            length and the limit; ``"split"`` cuts it into pieces of at most ``max_line_length``.
 
     Returns:
         A ``PreTrainedTokenizerFast`` with pad/unk/bos/eos (and cls/sep/mask) set, right padding.
 
     Raises:
         ValueError: unknown ``kind``, too small ``vocab_size``, bad ``min_frequency``, no text,
-            or a missing ``text_column``.
+            a missing ``text_column``, a bad limit, an empty, binary or non-UTF-8 file, or a line
+            longer than ``max_line_length`` (with ``long_lines="error"``).
         FileNotFoundError: a path in ``files`` does not exist.
     """
     _check_kind(kind)
     special_tokens = SPECIAL_TOKENS + (BERT_SPECIAL_TOKENS if add_bert_special_tokens else [])
     _check_sizes(kind, vocab_size, min_frequency, len(special_tokens))
+    switches = _check_switches(add_bos_token, add_eos_token, add_bert_special_tokens)
+    limits = CorpusLimits(max_train_bytes, max_line_length, long_lines)
     cleaning = cleaning if cleaning is not None else CleaningConfig()
     if kind == "unigram":
         logger.info("kind='unigram' prunes by likelihood; min_frequency=%d is not used.", min_frequency)
-    texts = _nonempty_corpus(_iter_corpus(_resolve_files(files), dataset, text_column))
+    texts = _nonempty_corpus(_iter_corpus(_resolve_files(files), dataset, text_column, limits))
 
     backend = _build_backend(kind, cleaning)
     trainer = _build_trainer(kind, vocab_size, min_frequency, special_tokens, show_progress)
@@ -105,6 +125,8 @@ def train_tokenizer(
     backend.post_processor = _post_processor(add_bert_special_tokens)
 
     tokenizer = _wrap(backend, kind, add_bert_special_tokens, model_max_length)
+    if switches is not None:
+        apply_special_token_switches(tokenizer, *switches)
     logger.info("Trained a %s tokenizer with %d tokens (cap %d).", kind, len(tokenizer), vocab_size)
     return tokenizer
 
@@ -135,29 +157,39 @@ def _check_sizes(kind: str, vocab_size: int, min_frequency: int, num_special: in
         raise ValueError(f"min_frequency={min_frequency!r} must be an integer >= 1.")
 
 
+def _check_switches(
+    add_bos_token: bool | None, add_eos_token: bool | None, add_bert_special_tokens: bool
+) -> tuple[bool, bool] | None:
+    """The ``(add_bos_token, add_eos_token)`` pair to set (the causal default fills a ``None``), or
+    ``None`` for BERT tokenizers, whose ``[CLS] A [SEP]`` template has no such switches."""
+    for name, value in (("add_bos_token", add_bos_token), ("add_eos_token", add_eos_token)):
+        if value is not None and not isinstance(value, bool):
+            raise ValueError(f"{name}={value!r} must be None, True or False.")
+    if add_bert_special_tokens:
+        if add_bos_token is not None or add_eos_token is not None:
+            raise ValueError(
+                "add_bos_token/add_eos_token cannot be combined with add_bert_special_tokens=True: the BERT "
+                "template is always [CLS] A [SEP]."
+            )
+        return None
+    return (True if add_bos_token is None else add_bos_token, False if add_eos_token is None else add_eos_token)
+
+
 # --------------------------------------------------------------------------------------------------
 # Corpus
 # --------------------------------------------------------------------------------------------------
 
 
 def _resolve_files(files: PathLike | Sequence[PathLike] | None) -> list[Path]:
-    """Turn ``files`` into a list of existing paths (one path alone is accepted too)."""
+    """Turn ``files`` into a list of existing, non-empty files (one path alone is accepted too)."""
     if files is None:
         return []
     if isinstance(files, (str, os.PathLike)):
         files = [files]
     paths = [Path(f) for f in files]
     for path in paths:
-        if not path.is_file():
-            raise FileNotFoundError(f"Training file not found: {str(path)!r}")
+        check_training_file(path)
     return paths
-
-
-def _iter_files(paths: Iterable[Path]) -> Iterator[str]:
-    """Lines of every file, each with its newline (character-level vocabularies need it)."""
-    for path in paths:
-        with open(path, encoding="utf-8", newline="") as handle:
-            yield from handle
 
 
 def _check_dataset(dataset: Any, text_column: str) -> None:
@@ -177,16 +209,16 @@ def _iter_dataset(dataset: Any, text_column: str) -> Iterator[str]:
         yield from (text for text in batch[text_column] if text is not None)
 
 
-def _iter_corpus(paths: list[Path], dataset: Any, text_column: str) -> Iterator[str]:
-    """All training texts: the lines of the files, then the dataset column (checked eagerly)."""
+def _iter_corpus(paths: list[Path], dataset: Any, text_column: str, limits: CorpusLimits) -> Iterator[str]:
+    """All training texts: the lines of the files, then the dataset column (checked eagerly), guarded
+    and capped by ``limits`` (see :mod:`~hf_seqmodels.tokenization.corpus`)."""
     if not paths and dataset is None:
         raise ValueError("No training text: pass files=[...] and/or dataset=... to train_tokenizer.")
+    rows = None
     if dataset is not None:
         _check_dataset(dataset, text_column)
-    texts = _iter_files(paths)
-    if dataset is not None:
-        texts = itertools.chain(texts, _iter_dataset(dataset, text_column))
-    return texts
+        rows = _iter_dataset(dataset, text_column)
+    return read_corpus(paths, rows, limits, source=f"dataset column {text_column!r}")
 
 
 def _nonempty_corpus(texts: Iterator[str]) -> Iterator[str]:
@@ -284,11 +316,7 @@ def _post_processor(add_bert_special_tokens: bool) -> processors.TemplateProcess
             pair=f"{CLS} $A {SEP} $B:1 {SEP}:1",
             special_tokens=[(CLS, ids[CLS]), (SEP, ids[SEP])],
         )
-    return processors.TemplateProcessing(
-        single=f"{BOS} $A",
-        pair=f"{BOS} $A {EOS} $B:1",
-        special_tokens=[(BOS, ids[BOS]), (EOS, ids[EOS])],
-    )
+    return causal_post_processor(BOS, ids[BOS], EOS, ids[EOS])
 
 
 def _wrap(

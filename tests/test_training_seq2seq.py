@@ -33,6 +33,7 @@ from hf_seqmodels.training.seq2seq_data import (
     collate_pairs,
     encode_corpus,
     read_parallel_corpus,
+    seq2seq_tokenizer,
 )
 from hf_seqmodels.training.seq2seq_trainer import (
     Seq2SeqTrainingArguments,
@@ -105,6 +106,26 @@ def test_encode_appends_eos_drops_empty_and_long_pairs_or_truncates(tokenizer):
     assert tokenizer.decode(pairs.targets[0], skip_special_tokens=True) == "beta alpha"
     kept = encode_corpus(corpus, tokenizer, max_source_length=4, max_target_length=4, drop_longer=False)
     assert len(kept) == 2 and len(kept.sources[1]) == 4 and kept.sources[1][-1] == eos
+
+
+def test_encoded_ids_come_from_the_tokenizer_and_equal_the_hand_appended_eos(tokenizer, tmp_path):
+    """The tokenizer adds <eos> (the A <eos> template, as Marian/T5 do for text_target); the ids are the
+    ones the hand-appended <eos> gave, for a causal-template tokenizer saved by earlier versions too."""
+    corpus = ParallelCorpus(["alpha beta", "gamma", "alpha beta gamma delta"], ["beta alpha", "delta", "delta gamma"])
+    eos = tokenizer.eos_token_id
+    plain = lambda texts: tokenizer(texts, add_special_tokens=False)["input_ids"]  # noqa: E731
+    expected = EncodedPairs([ids + [eos] for ids in plain(corpus.sources)], [ids + [eos] for ids in plain(corpus.targets)])
+    tokenizer.save_pretrained(tmp_path / "old")
+    saved = AutoTokenizer.from_pretrained(tmp_path / "old")  # "<bos> A" template, as saved before
+    for tok in (tokenizer, saved):
+        pairs = encode_corpus(corpus, tok)
+        assert (pairs.sources, pairs.targets) == (expected.sources, expected.targets)
+        assert tok("alpha")["input_ids"][0] == tok.bos_token_id  # the tokenizer given is left as it was
+    switched = seq2seq_tokenizer(saved)
+    assert switched(text_target="beta alpha")["input_ids"] == expected.targets[0]
+    assert seq2seq_tokenizer(switched) is switched  # already A <eos>: used as it is
+    cut = encode_corpus(corpus, saved, max_source_length=3, drop_longer=False)
+    assert cut.sources[2] == expected.sources[2][:2] + [eos]
 
 
 def test_collate_pads_sources_with_pad_and_labels_with_minus_100():

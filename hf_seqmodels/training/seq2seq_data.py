@@ -10,8 +10,11 @@ A corpus comes from
   target (``.gz`` files are read as they are);
 * a ``datasets`` dataset, for users who are online.
 
-Every sentence is encoded without special tokens and ends with ``<eos>``; the model's decoder starts
-from ``decoder_start_token_id``. Sources are encoded with the source tokenizer when the model has
+Every sentence is encoded by its tokenizer with the sequence-to-sequence template ``A <eos>`` (what
+transformers' Marian and T5 tokenizers give for sources and for ``text_target`` labels); a tokenizer
+saved with the causal ``<bos> A`` template is used through a copy switched to it
+(:func:`~hf_seqmodels.tokenization.with_special_token_switches`). The model's decoder starts from
+``decoder_start_token_id``. Sources are encoded with the source tokenizer when the model has
 separate source and target vocabularies, else with the one shared tokenizer. :class:`LengthBatches` groups sentences of similar length (sorted by
 source then target length) into batches of a fixed number of sentences or of at most
 ``max_tokens`` padded tokens, and visits the batches in a new order every epoch (seeded, so a
@@ -29,6 +32,7 @@ from pathlib import Path
 import torch
 
 from ..models.config_utils import invalid
+from ..tokenization.special_tokens import with_special_token_switches
 
 
 @dataclass
@@ -142,31 +146,40 @@ class EncodedPairs:
         return len(self.sources)
 
 
+def seq2seq_tokenizer(tokenizer, side: str = "target"):
+    """``tokenizer`` with the sequence-to-sequence template ``A <eos>`` (``add_bos_token=False``,
+    ``add_eos_token=True``): itself when it has it already, else a copy (the one given never changes)."""
+    if tokenizer.eos_token_id is None:
+        raise ValueError(f"The {side} tokenizer has no eos_token: sequence-to-sequence training needs one to "
+                         "end sentences.")
+    return with_special_token_switches(tokenizer, add_bos_token=False, add_eos_token=True)
+
+
+def _fit(ids: list[int], max_length: int | None) -> list[int]:
+    """``ids`` cut to ``max_length``, keeping the final ``<eos>`` the tokenizer added."""
+    return ids if not max_length or len(ids) <= max_length else ids[: max_length - 1] + ids[-1:]
+
+
 def encode_corpus(corpus: ParallelCorpus, tokenizer, *, source_tokenizer=None, max_source_length: int | None = None,
                   max_target_length: int | None = None, drop_longer: bool = True) -> EncodedPairs:
-    """Encode both sides (no special tokens, then ``<eos>``): the targets with ``tokenizer``, the sources
-    with ``source_tokenizer`` (separate vocabularies) or ``tokenizer`` too. Pairs with an empty side are
-    dropped; pairs longer than the limits are dropped (``drop_longer``, for training) or truncated (for
-    evaluation)."""
-    source_tokenizer = source_tokenizer or tokenizer
-    for side, tok in (("target", tokenizer), ("source", source_tokenizer)):
-        if tok.eos_token_id is None:
-            raise ValueError(f"The {side} tokenizer has no eos_token: sequence-to-sequence training needs one to "
-                             "end sentences.")
-    eos, source_eos = tokenizer.eos_token_id, source_tokenizer.eos_token_id
-    encode = lambda tok, texts: tok(texts, add_special_tokens=False)["input_ids"]  # noqa: E731
+    """Encode both sides with the ``A <eos>`` template: the targets as ``tokenizer(text_target=...)`` labels,
+    the sources with ``source_tokenizer`` (separate vocabularies) or ``tokenizer`` too. Pairs with an empty
+    side are dropped; pairs longer than the limits (``<eos>`` included) are dropped (``drop_longer``, for
+    training) or cut before their ``<eos>`` (for evaluation)."""
+    target_tok = seq2seq_tokenizer(tokenizer, "target")
+    source_tok = seq2seq_tokenizer(source_tokenizer or tokenizer, "source")
+    source_ids = source_tok(corpus.sources)["input_ids"]
+    target_ids = target_tok(text_target=corpus.targets)["input_ids"]
     sources, targets = [], []
-    for src, tgt in zip(encode(source_tokenizer, corpus.sources), encode(tokenizer, corpus.targets), strict=True):
-        if not src or not tgt:
+    for src, tgt in zip(source_ids, target_ids, strict=True):
+        if len(src) <= 1 or len(tgt) <= 1:  # nothing but <eos>
             continue
-        too_long = (max_source_length and len(src) + 1 > max_source_length) or (
-            max_target_length and len(tgt) + 1 > max_target_length)
+        too_long = (max_source_length and len(src) > max_source_length) or (
+            max_target_length and len(tgt) > max_target_length)
         if too_long and drop_longer:
             continue
-        src = src[: max_source_length - 1] if max_source_length else src
-        tgt = tgt[: max_target_length - 1] if max_target_length else tgt
-        sources.append(src + [source_eos])
-        targets.append(tgt + [eos])
+        sources.append(_fit(src, max_source_length))
+        targets.append(_fit(tgt, max_target_length))
     return EncodedPairs(sources, targets)
 
 
@@ -262,4 +275,5 @@ __all__ = [
     "load_parallel_dataset",
     "pad_right",
     "read_parallel_corpus",
+    "seq2seq_tokenizer",
 ]

@@ -78,14 +78,15 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         heads={AutoModel: BiLSTMCRFModel, AutoModelForTokenClassification: BiLSTMCRFForTokenClassification},
         make_inputs=tagger_inputs, hidden_states=_recurrent_layers,
         tiny_overrides={"id2label": {0: "O", 1: "B-X", 2: "I-X"}},
-        capabilities=Capabilities(num_items_in_batch=False),
+        capabilities=Capabilities(inputs_embeds=True, num_items_in_batch=False),
     ),
     Family(
         name="nnlm", config_class=NNLMConfig,
         heads={AutoModelForCausalLM: NNLMForCausalLM},
         make_inputs=sequence_inputs, hidden_states=lambda config: {"hidden_states": 2},  # x = [C(w)...], tanh layer
         common_properties=("vocab_size", "hidden_size"),
-        capabilities=Capabilities(stateful_cache=True, has_base_model=False, gradient_checkpointing=False),
+        capabilities=Capabilities(stateful_cache=True, inputs_embeds=True, has_base_model=False,
+                                  gradient_checkpointing=False),
     ),
     Family(
         name="rnn", config_class=RNNConfig,
@@ -96,7 +97,7 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
             AutoModelForTokenClassification: RNNForTokenClassification,
         },
         make_inputs=sequence_inputs, hidden_states=_recurrent_layers,
-        capabilities=Capabilities(stateful_cache=True, tied_embeddings=True),
+        capabilities=Capabilities(stateful_cache=True, inputs_embeds=True, tied_embeddings=True),
     ),
     Family(
         name="rnn_seq2seq", config_class=RNNSeq2SeqConfig,
@@ -110,7 +111,8 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         heads={AutoModel: TransformerModel, AutoModelForSeq2SeqLM: TransformerForConditionalGeneration},
         make_inputs=seq2seq_inputs, hidden_states=_seq2seq_stacks, attentions=_transformer_attentions,
         common_properties=("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"),
-        capabilities=Capabilities(is_encoder_decoder=True, static_cache=True, sdpa=True, tied_embeddings=True),
+        capabilities=Capabilities(is_encoder_decoder=True, static_cache=True, inputs_embeds=True, sdpa=True,
+                                  tied_embeddings=True),
     ),
     Family(
         name="transformer_lm", config_class=TransformerLMConfig,
@@ -138,7 +140,7 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         hidden_states=lambda config: {"hidden_states": config.num_hidden_layers + 1},
         attentions=lambda config: {"attentions": config.num_hidden_layers},
         common_properties=("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"),
-        capabilities=Capabilities(static_cache=True, sdpa=True, tied_embeddings=True),
+        capabilities=Capabilities(static_cache=True, inputs_embeds=True, sdpa=True, tied_embeddings=True),
     ),
     Family(
         name="textcnn", config_class=TextCNNConfig,

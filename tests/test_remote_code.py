@@ -14,7 +14,7 @@ from model_test_utils import run_in_python_without_package
 from safetensors.torch import load_file, save_file
 
 import hf_seqmodels  # noqa: F401  (registers the families)
-from hf_seqmodels.registry import FAMILIES
+from hf_seqmodels.registry import FAMILIES, family_of
 from hf_seqmodels.tokenization import train_tokenizer
 
 TEXT = "the cat sat on the mat .\nthe dog ran to the log .\na bird sang in the tree .\n" * 4
@@ -32,10 +32,8 @@ def export(config_class, model_class, folder, tmp_path) -> None:
     fields = {"vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id}
     if not bert:
         fields.update(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
-    if "crf_constraints" in config_class.__dataclass_fields__:  # the tagger's CRF wants BIO labels
-        fields["id2label"] = {0: "O", 1: "B-X", 2: "I-X"}
     torch.manual_seed(0)
-    model = model_class(config_class.from_preset("tiny", **fields)).eval()
+    model = model_class(family_of(config_class).tiny_config(**fields)).eval()  # the registry's tiny config
     if hasattr(model, "bind_tokenizer"):  # a model that reads the characters of its tokens
         model.bind_tokenizer(tokenizer)
     model.save_pretrained(folder)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 
 import pytest
 from conformance_harness import family_cases
 from huggingface_hub.errors import StrictDataclassError
+from transformers import AutoModel
 
 from hf_seqmodels.families import Family
 
@@ -79,3 +81,19 @@ def test_config_rejects_a_bad_vocab_size_with_a_value_error_naming_it(family: Fa
         family.tiny_config(vocab_size=0)
     error = raised.value if isinstance(raised.value, ValueError) else raised.value.__cause__
     assert isinstance(error, ValueError) and "vocab_size" in str(error)
+
+
+@pytest.mark.parametrize("family", family_cases("capabilities_match_the_classes"))
+def test_declared_capabilities_match_what_the_classes_say(family: Family):
+    """The registry's capabilities agree with the class attributes transformers reads."""
+    caps, heads = family.capabilities, list(family.heads.values())
+    config = family.tiny_config()
+    assert bool(config.is_encoder_decoder) == caps.is_encoder_decoder
+    for head in heads:
+        forward = inspect.signature(head.forward).parameters
+        assert ("inputs_embeds" in forward) == caps.inputs_embeds, head.__name__
+        assert bool(head._supports_sdpa) == caps.sdpa, head.__name__
+        assert bool(head.supports_gradient_checkpointing) == caps.gradient_checkpointing, head.__name__
+        if head.can_generate():
+            assert bool(head._is_stateful) == caps.stateful_cache, head.__name__
+    assert (AutoModel in family.heads) == caps.has_base_model

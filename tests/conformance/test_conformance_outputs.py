@@ -185,6 +185,9 @@ def test_inputs_embeds_give_the_result_of_their_ids(case: HeadCase):
     model = case.model()
     inputs = case.inputs(model.config, labels=False)
     ids = inputs.pop("input_ids")
+    tables = [b for name, b in model.named_buffers() if name.endswith("token_chars")]
+    if tables and getattr(model.config, "char_encoder", None):  # characters cannot come from embeddings
+        inputs["char_input_ids"] = tables[0][ids]  # (B, T, max_word_length): what the ids would look up
     with torch.no_grad():
         embeds = model.get_input_embeddings()(ids)
         torch.testing.assert_close(main_output(model(inputs_embeds=embeds, **inputs)),

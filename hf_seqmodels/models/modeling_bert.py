@@ -37,6 +37,7 @@ from transformers.utils.generic import can_return_tuple
 
 from .configuration_bert import BertConfig
 from .input_checks import check_input_ids, current_mask, is_tracing
+from .multi_head_attention import attention_bias
 from .output_flags import output_flags, structured
 from .positional_encoding import LearnedPositionalEmbedding
 from .transformer_layers import TransformerEncoderLayer
@@ -69,10 +70,7 @@ class BertEmbeddings(nn.Module):
         if position_ids is None:
             position_ids = torch.arange(length, device=inputs_embeds.device)[None]  # (1, T)
         x = inputs_embeds + self.token_type_embeddings(token_type_ids)  # (B, T, H)
-        if is_tracing():  # the position check reads values (eager only); the lookup itself is a plain embedding
-            x = x + nn.Embedding.forward(self.position_embeddings, position_ids)
-        else:
-            x = x + self.position_embeddings(position_ids)
+        x = x + self.position_embeddings(position_ids)
         return self.dropout(self.layer_norm(x))
 
 
@@ -233,25 +231,15 @@ class BertModel(BertPreTrainedModel):
         tokens = input_ids if input_ids is not None else inputs_embeds[..., 0]  # only its shape (B, T) is read
         mask = current_mask(attention_mask, tokens)  # (B, T) bool, or None
         x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, T, H)
-        out = self.encoder(x, padding_bias(mask, x.dtype), output_attentions, output_hidden_states)
+        length = shape[1]
+        bias = attention_bias(mask, length, length, causal=False, dtype=x.dtype, device=x.device)  # (B, 1, 1, T)
+        out = self.encoder(x, bias, output_attentions, output_hidden_states)
         return BaseModelOutputWithPooling(
             last_hidden_state=out.last_hidden_state,
             pooler_output=self.pooler(out.last_hidden_state) if self.pooler is not None else None,
             hidden_states=out.hidden_states,
             attentions=out.attentions,
         )
-
-
-def padding_bias(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
-    """Additive key-padding mask ``(B, 1, 1, T)``: 0 on tokens, the lowest float on padding; None for no mask.
-
-    No value-dependent shortcut (``current_mask`` already returns None for an all-ones mask in eager mode),
-    so a compiled forward builds it without a graph break.
-    """
-    if mask is None:
-        return None
-    bias = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)
-    return bias[:, None, None, :]
 
 
 def base_output(bert: BertModel, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,

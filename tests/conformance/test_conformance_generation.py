@@ -197,6 +197,23 @@ def test_assisted_decoding_with_a_recurrent_draft_model_matches_greedy_search():
     assert torch.equal(assisted, greedy)
 
 
+@pytest.mark.parametrize("case", cases("prompt_lookup_decoding", lambda c: generative(c) and not c.caps.is_encoder_decoder))
+def test_prompt_lookup_decoding_matches_greedy_search(case: HeadCase):
+    """Candidates taken from the prompt are verified by the model and rolled back (``crop``) when rejected.
+    transformers refuses assisted generation for stateful targets (RNN, NNLM) with a clear error."""
+    model = case.model()
+    prompt = _prompt(case, model.config, batch_size=1, seq_length=8)
+    prompt["input_ids"][:, 4:] = prompt["input_ids"][:, :4]  # a repeated n-gram to look up
+    kwargs = {"do_sample": False, "return_dict_in_generate": True, "output_logits": True}
+    greedy = _generate(model, prompt, **kwargs)
+    if case.caps.stateful_cache:
+        with pytest.raises(ValueError, match="not supported with stateful models"):
+            _generate(model, prompt, prompt_lookup_num_tokens=2, **kwargs)
+        return
+    lookup = _generate(model, prompt, prompt_lookup_num_tokens=2, **kwargs)
+    assert torch.equal(lookup.sequences, greedy.sequences)
+
+
 # ---------------------------------------------------------------- defects 6 and 12: embeds, static ----
 
 @pytest.mark.parametrize("case", cases("generate_from_inputs_embeds",
@@ -249,3 +266,18 @@ def test_compiled_full_graph_forward_equals_eager(case: HeadCase):
     for key in ("logits", "last_hidden_state", "start_logits", "prediction_logits"):
         if expected.get(key) is not None:
             torch.testing.assert_close(got[key], expected[key])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", cases("compiled_generation", lambda c: generative(c) and c.caps.static_cache))
+def test_generation_with_a_full_graph_compiled_forward_and_a_static_cache(case: HeadCase):
+    torch._dynamo.reset()
+    model = case.model()
+    prompt = _prompt(case, model.config)
+    kwargs = {"do_sample": False, "return_dict_in_generate": True, "output_logits": True,
+              "cache_implementation": "static"}
+    eager = _generate(model, prompt, **kwargs)
+    model.forward = torch.compile(model.forward, fullgraph=True, backend="eager")
+    compiled = _generate(model, prompt, **kwargs)
+    assert torch.equal(compiled.sequences, eager.sequences)
+    torch.testing.assert_close(torch.stack(compiled.logits), torch.stack(eager.logits), atol=1e-5, rtol=1e-4)

@@ -108,6 +108,8 @@ def test_attentions_are_one_per_layer_and_normalised(case: HeadCase):
         weights = out.get(name)
         assert isinstance(weights, tuple) and len(weights) == count, name
         for w in weights:
+            rows = inputs["input_ids"].shape[:-1].numel()  # multiple choice: batch * choices
+            assert w.shape[0] == rows and w.dim() == 4, w.shape  # (B, heads, T_q, T_k)
             torch.testing.assert_close(w.sum(-1), torch.ones_like(w.sum(-1)), atol=1e-4, rtol=1e-4)
 
 
@@ -233,3 +235,13 @@ def test_eager_and_sdpa_attention_agree_also_with_padding(case: HeadCase):
         with torch.no_grad():
             outputs.append(main_output(model(**inputs)))
     torch.testing.assert_close(outputs[0], outputs[1], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("case", cases("set_attn_implementation", lambda c: c.caps.sdpa))
+def test_the_attention_implementation_can_be_switched_after_loading(case: HeadCase):
+    model = case.model()
+    inputs = case.inputs(model.config, labels=False)
+    with torch.no_grad():
+        before = main_output(model(**inputs))
+        model.set_attn_implementation("eager" if model.config._attn_implementation == "sdpa" else "sdpa")
+        torch.testing.assert_close(main_output(model(**inputs)), before, atol=1e-5, rtol=1e-4)

@@ -8,6 +8,7 @@ import pytest
 import torch
 from conformance_harness import HeadCase, assert_outputs_close, cases, main_output
 from safetensors.torch import load_file, save_file
+from transformers import AutoModel
 
 CLASSIFIERS = ("AutoModelForSequenceClassification", "AutoModelForTokenClassification")
 
@@ -223,3 +224,61 @@ def test_a_few_training_steps_lower_the_loss(case: HeadCase):
         optimizer.step()
         losses.append(loss.item())
     assert losses[-1] < losses[0], losses
+
+
+@pytest.mark.parametrize("case", cases("training_overfits", lambda c: c.task == "AutoModelForCausalLM"))
+def test_causal_lm_overfits_a_repeating_pattern_and_generates_it(case: HeadCase):
+    """As transformers' training tester: a fixed repeating sequence is learnt (loss down by 90 %) and greedy
+    decoding from its first token reproduces it."""
+    model = case.model(seed=42).train()
+    pattern = torch.arange(4, 12).repeat(3)[None].expand(2, -1)  # (2, 24): ids 4..11 three times
+    optimizer = torch.optim.Adam(model.parameters(), lr=2e-2)
+    losses = []
+    for _ in range(300):  # the tiny 2-layer LSTM sits on a plateau near ln 8 for ~150 steps
+        loss = model(input_ids=pattern, labels=pattern).loss
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.1 * losses[0], losses[::50]
+    generated = model.eval().generate(pattern[:1, :8], max_new_tokens=16, min_new_tokens=16, do_sample=False)
+    assert torch.equal(generated[0], pattern[0])
+
+
+@pytest.mark.parametrize("case", cases("head_from_base_folder", lambda c: not c.is_base and AutoModel in c.family.heads))
+def test_a_head_loads_from_its_base_model_folder(case: HeadCase, tmp_path):
+    """The body's weights come from the base model's folder; only the head's own weights are missing."""
+    base = case.family.heads[AutoModel](case.config()).eval()
+    base.save_pretrained(tmp_path)
+    head, info = case.model_class.from_pretrained(tmp_path, output_loading_info=True)
+    body = getattr(head, head.base_model_prefix)
+    own = {k for k in head.state_dict() if not k.startswith(head.base_model_prefix + ".")}
+    assert set(info["missing_keys"]) <= own | {f"{head.base_model_prefix}.{k}" for k in
+                                                set(body.state_dict()) - set(base.state_dict())}, info
+    for name, tensor in base.state_dict().items():
+        if name in body.state_dict():
+            torch.testing.assert_close(body.state_dict()[name], tensor, msg=name)
+
+
+@pytest.mark.parametrize("case", cases("from_state_dict"))
+def test_from_pretrained_with_a_config_and_a_state_dict(case: HeadCase):
+    model = case.model()
+    loaded = case.model_class.from_pretrained(None, config=model.config, state_dict=model.state_dict()).eval()
+    inputs = case.inputs(model.config)
+    with torch.no_grad():
+        assert_outputs_close(loaded(**inputs), model(**inputs), msg=case.name)
+
+
+@pytest.mark.parametrize("case", cases("enable_input_require_grads"))
+def test_frozen_model_with_input_require_grads_backpropagates_through_checkpointing(case: HeadCase):
+    """The adapter-training setup (PEFT): every weight frozen, ``enable_input_require_grads()``, reentrant
+    checkpointing; the output still requires grad, so adapters inside the layers would get gradients."""
+    model = case.model().train()
+    for param in model.parameters():
+        param.requires_grad_(False)
+    model.enable_input_require_grads()
+    if case.caps.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+    out = model(**case.inputs(model.config))
+    assert (out.loss if out.get("loss") is not None else main_output(out)).requires_grad

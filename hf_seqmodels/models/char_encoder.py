@@ -95,7 +95,8 @@ class CharWordEncoder(nn.Module):
         encoder_type: ``"cnn"`` or ``"lstm"``.
         embedding_size: size of a character embedding.
         hidden_size: CNN filters, or LSTM state size per direction.
-        kernel_size: CNN window width (odd widths keep every character centred).
+        kernel_size: CNN window width (odd widths keep every character centred; an even width pads one more
+            position on the right, so every width keeps one output per character).
         max_word_length: characters kept per word.
     """
 
@@ -107,7 +108,7 @@ class CharWordEncoder(nn.Module):
         self.max_word_length = max_word_length
         self.char_embeddings = nn.Embedding(len(self.char_vocab) + 2, embedding_size, padding_idx=CHAR_PAD_ID)
         if encoder_type == "cnn":
-            self.conv = nn.Conv1d(embedding_size, hidden_size, kernel_size, padding=kernel_size // 2)
+            self.conv = nn.Conv1d(embedding_size, hidden_size, kernel_size, padding="same")
             self.output_size = hidden_size
         else:
             self.lstm = RecurrentStack("lstm", embedding_size, hidden_size, num_layers=1, bidirectional=True)

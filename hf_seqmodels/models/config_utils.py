@@ -159,6 +159,22 @@ def validate_fields(config: Any, skip: Iterable[str] = ()) -> None:
         several = isinstance(value, (list, tuple))
         if not all(_is_real(i) and accepts(i) for i in (value if several else [value])):
             raise _invalid_field(config, field.name, value, text + (" for every item" if several else ""))
+    _validate_token_ids(config, skipped)
+
+
+def _validate_token_ids(config: Any, skipped: set[str]) -> None:
+    """Every ``*_token_id`` field (an id or a list of ids, as ``eos_token_id`` may be) lies in
+    ``[0, vocab_size)`` when the config has a vocabulary size."""
+    vocab_size = getattr(config, "vocab_size", None)
+    known = _is_int(vocab_size) and vocab_size >= 1  # else (a vocabulary not built yet) only ids >= 0
+    allowed = f"None or a token id in [0, vocab_size={vocab_size})" if known else "None or a token id >= 0"
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name, None)
+        if not field.name.endswith("_token_id") or field.name in skipped or value is None:
+            continue
+        ids = value if isinstance(value, (list, tuple)) else [value]
+        if not all(_is_int(i) and 0 <= i and (not known or i < vocab_size) for i in ids):
+            raise _invalid_field(config, field.name, value, allowed)
 
 
 def _invalid_field(config: Any, field: str, value: Any, allowed: str) -> ConfigValidationError:
@@ -197,9 +213,15 @@ class PresetMixin:
 
         @functools.wraps(own)
         def __post_init__(self, *args, **kw):
-            if type(self).__post_init__ is __post_init__:  # the outermost call only
+            outermost = type(self).__post_init__ is __post_init__
+            if outermost:
                 validate_fields(self, skip=self.UNCHECKED_FIELDS)
-            own(self, *args, **kw)
+            try:
+                own(self, *args, **kw)
+            except ConfigValidationError as error:
+                if not outermost or str(error).startswith(f"{type(self).__name__}: "):
+                    raise
+                raise ConfigValidationError(f"{type(self).__name__}: {error}") from None
 
         __post_init__.validates_fields_first = True
         cls.__post_init__ = __post_init__

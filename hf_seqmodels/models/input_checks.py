@@ -15,11 +15,11 @@ def is_tracing() -> bool:
     or ``torch.fx``) rather than run eagerly: value-reading checks and value-dependent shortcuts are off then."""
     if torch.compiler.is_compiling() or torch.jit.is_tracing() or torch.jit.is_scripting():
         return True
-    try:
-        from torch.fx._symbolic_trace import is_fx_tracing
+    try:  # torch >= 2.6 (is_fx_tracing, the older name, warns on every call)
+        from torch.fx._symbolic_trace import is_fx_symbolic_tracing as fx_tracing
     except ImportError:  # pragma: no cover - older torch
-        return False
-    return is_fx_tracing()
+        from torch.fx._symbolic_trace import is_fx_tracing as fx_tracing
+    return fx_tracing()
 
 
 def check_input_ids(input_ids: torch.Tensor | None, vocab_size: int, name: str = "input_ids",

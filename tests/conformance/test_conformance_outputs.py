@@ -245,3 +245,33 @@ def test_the_attention_implementation_can_be_switched_after_loading(case: HeadCa
         before = main_output(model(**inputs))
         model.set_attn_implementation("eager" if model.config._attn_implementation == "sdpa" else "sdpa")
         torch.testing.assert_close(main_output(model(**inputs)), before, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("case", cases("right_padding", lambda c: c.task != "AutoModelForMultipleChoice"))
+def test_right_padding_leaves_the_real_positions_of_a_row_unchanged(case: HeadCase):
+    """A row padded at the end (mask 0, pad ids) gives, at its real positions, what it gives alone."""
+    model = case.model()
+    inputs = case.inputs(model.config, batch_size=2, labels=False)
+    length = inputs["input_ids"].shape[1]
+    inputs["attention_mask"][0, -2:] = 0
+    inputs["input_ids"][0, -2:] = model.config.pad_token_id
+    alone = {k: (v[:1, : length - 2] if k in ("input_ids", "attention_mask", "token_type_ids") else v[:1])
+             for k, v in inputs.items()}
+    with torch.no_grad():
+        padded, single = main_output(model(**inputs))[:1], main_output(model(**alone))
+    if padded.dim() >= 2 and padded.shape[1] == length:  # per token: compare the real positions
+        padded = padded[:, : length - 2]
+    torch.testing.assert_close(padded, single, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", cases("compile_forward", lambda c: not c.caps.static_cache))
+def test_compiled_forward_equals_eager(case: HeadCase):
+    """Families without full-graph compilation still compile correctly (graph breaks allowed, e.g. around
+    the fused recurrent kernels)."""
+    torch._dynamo.reset()
+    model = case.model()
+    inputs = case.inputs(model.config)
+    compiled = torch.compile(model, backend="eager")
+    with torch.no_grad():
+        torch.testing.assert_close(main_output(compiled(**inputs)), main_output(model(**inputs)))

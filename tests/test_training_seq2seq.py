@@ -273,6 +273,11 @@ def test_cli_trains_reports_bleu_and_writes_a_hub_ready_folder(family, tmp_path)
     assert {("bleu", "validation", "parallel"), ("perplexity", "validation", "parallel")} <= index
     reloaded = AutoModelForSeq2SeqLM.from_pretrained(out)
     assert reloaded.config.model_type == f"hfsm_{family}" and reloaded.config.decoder_start_token_id == 2
+    # the saved tokenizer gives model-ready sentences, as transformers' translation tokenizers do: `A <eos>`
+    saved = AutoTokenizer.from_pretrained(out)
+    labels = saved(text_target=["a b c"])["input_ids"][0]
+    assert labels[-1] == saved.eos_token_id and saved.bos_token_id not in labels
+    assert saved(["a b c"])["input_ids"][0] == labels
 
 
 def test_cli_reports_a_model_without_attention_without_a_heatmap(tmp_path):
@@ -331,6 +336,8 @@ def test_cli_with_separate_vocabularies_saves_both_tokenizers_resumes_and_transl
     assert model.get_output_embeddings().out_features == len(tokenizer)
     card = (out / "README.md").read_text()
     assert 'subfolder="source_tokenizer"' in card and "separate vocabularies" in card
+    for side, words in ((source_tokenizer, "kappa mu"), (tokenizer, "eins zwei")):  # both sides end in <eos>
+        assert side(words)["input_ids"][-1] == side.eos_token_id == 3 and side.bos_token_id not in side(words)["input_ids"]
 
     # resuming reuses both saved tokenizers (nothing is trained again) and continues from the checkpoint
     with caplog.at_level(logging.INFO):

@@ -194,9 +194,10 @@ def configure_logging() -> None:
 
 def _train_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerator: Accelerator,
                      add_bert_special_tokens: bool = False, subfolder: str | None = None,
-                     vocab_size: int | None = None):
+                     vocab_size: int | None = None, **special_token_switches: bool):
     """Train a tokenizer on the training text (main process), save it in output_dir (or its ``subfolder``),
-    load it everywhere. ``vocab_size`` replaces --vocab_size."""
+    load it everywhere. ``vocab_size`` replaces --vocab_size; ``special_token_switches`` (``add_bos_token``,
+    ``add_eos_token``) choose the template, e.g. ``A <eos>`` for a translation model's sentences."""
     from transformers import AutoTokenizer
 
     output_dir = Path(args.output_dir) / subfolder if subfolder else Path(args.output_dir)
@@ -213,7 +214,8 @@ def _train_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerat
                 sizes["vocab_size"] = vocab_size
             cleaning = CleaningConfig(lowercase=True) if args.lowercase else None
             tokenizer = train_tokenizer([str(text_file)], kind=args.tokenizer_kind, cleaning=cleaning,
-                                        add_bert_special_tokens=add_bert_special_tokens, **sizes)
+                                        add_bert_special_tokens=add_bert_special_tokens, **sizes,
+                                        **special_token_switches)
         tokenizer.save_pretrained(output_dir)
         where = f" (saved in {subfolder}/)" if subfolder else ""
         logger.info(f"Trained a {args.tokenizer_kind} tokenizer of {len(tokenizer)} tokens on the training text{where}.")
@@ -231,15 +233,16 @@ def finish_processes(accelerator: Accelerator) -> None:
 
 
 def load_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerator: Accelerator,
-                   add_bert_special_tokens: bool = False):
+                   add_bert_special_tokens: bool = False, **special_token_switches: bool):
     """The tokenizer of --tokenizer_name_or_path, of --model_name_or_path, or one trained on ``train_texts``
-    (with ``[CLS]``/``[SEP]``/``[MASK]`` when ``add_bert_special_tokens``)."""
+    (with ``[CLS]``/``[SEP]``/``[MASK]`` when ``add_bert_special_tokens``, with the template that
+    ``special_token_switches`` choose)."""
     from transformers import AutoTokenizer
 
     source = args.tokenizer_name_or_path or args.model_name_or_path
     if source:
         return AutoTokenizer.from_pretrained(source)
-    return _train_tokenizer(args, train_texts, accelerator, add_bert_special_tokens)
+    return _train_tokenizer(args, train_texts, accelerator, add_bert_special_tokens, **special_token_switches)
 
 
 def add_tokenizer_arguments(parser: argparse.ArgumentParser, default_kind: str) -> None:
@@ -280,6 +283,11 @@ def uses_separate_vocabularies(args: argparse.Namespace) -> bool:
     return separate
 
 
+#: A translation model's sentences are ``A <eos>`` on both sides, as transformers' translation tokenizers
+#: (Marian, T5) encode them: ``tokenizer(text_target=...)`` then gives model-ready labels.
+SEQ2SEQ_TEMPLATE = {"add_bos_token": False, "add_eos_token": True}
+
+
 def load_source_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerator: Accelerator):
     """The source-side tokenizer of --source_tokenizer_name_or_path, of --model_name_or_path's
     ``source_tokenizer/`` subfolder, or one trained on ``train_texts`` (the source side) with
@@ -296,7 +304,8 @@ def load_source_tokenizer(args: argparse.Namespace, train_texts: list[str], acce
                              "folder: give the source tokenizer with --source_tokenizer_name_or_path.")
         return AutoTokenizer.from_pretrained(folder)
     vocab_size = args.source_vocab_size if args.source_vocab_size is not None else args.vocab_size
-    return _train_tokenizer(args, train_texts, accelerator, subfolder=SOURCE_TOKENIZER_FOLDER, vocab_size=vocab_size)
+    return _train_tokenizer(args, train_texts, accelerator, subfolder=SOURCE_TOKENIZER_FOLDER, vocab_size=vocab_size,
+                            **SEQ2SEQ_TEMPLATE)
 
 
 def tokenizer_config_fields(tokenizer) -> dict[str, Any]:
@@ -318,6 +327,7 @@ __all__ = [
     "configure_logging",
     "continued_from",
     "engine_arguments",
+    "SEQ2SEQ_TEMPLATE",
     "load_source_tokenizer",
     "load_tokenizer",
     "parse_config_overrides",

@@ -33,6 +33,7 @@ from transformers import AutoModelForSeq2SeqLM
 
 from ..registry import FAMILIES
 from .cli_common import (
+    SEQ2SEQ_TEMPLATE,
     add_dataset_label_argument,
     add_engine_arguments,
     add_model_arguments,
@@ -202,9 +203,9 @@ def load_tokenizers(args: argparse.Namespace, train: ParallelCorpus, accelerator
     separate vocabularies one tokenizer per side, each loaded or trained on its own side."""
     lines = lambda texts: [t + "\n" for t in texts]  # noqa: E731
     if not uses_separate_vocabularies(args):
-        return load_tokenizer(args, lines(train.sources + train.targets), accelerator), None
+        return load_tokenizer(args, lines(train.sources + train.targets), accelerator, **SEQ2SEQ_TEMPLATE), None
     source_tokenizer = load_source_tokenizer(args, lines(train.sources), accelerator)
-    return load_tokenizer(args, lines(train.targets), accelerator), source_tokenizer
+    return load_tokenizer(args, lines(train.targets), accelerator, **SEQ2SEQ_TEMPLATE), source_tokenizer
 
 
 def build_seq2seq_model(args: argparse.Namespace, tokenizer, source_tokenizer=None):

@@ -10,7 +10,8 @@ With :math:`X_{ij}` the co-occurrences of words :math:`i, j` in a symmetric wind
 (:math:`x_{\\max} = 100`, :math:`\\alpha = 3/4`). Training is AdaGrad over the non-zero entries in
 shuffled mini-batches, as glove.c does entry by entry: each parameter :math:`\\theta` with gradient
 :math:`g` moves by :math:`-\\eta\\,g/\\sqrt{G}`, :math:`G` the sum of its past squared gradients
-(started at 1), with :math:`g` the gradient of :math:`\\tfrac12 J` as in glove.c. The vectors we keep
+(started at 1), with :math:`g` the gradient of :math:`\\tfrac12 J` as in glove.c, summed over a batch's
+entries of the same row before the step. The vectors we keep
 are :math:`w_i + \\tilde w_i`, as in the paper.
 """
 
@@ -108,17 +109,24 @@ class GloVeTrainer:
         return self.word_vectors()
 
     def _step(self, i: torch.Tensor, j: torch.Tensor, log_x: torch.Tensor, f: torch.Tensor) -> float:
-        """One AdaGrad step on the entries ``(i, j)`` of a batch; returns their summed ``½ f diff²``."""
+        """One AdaGrad step on the entries ``(i, j)`` of a batch; returns their summed ``½ f diff²``.
+
+        A row's gradient is summed over the batch's entries first, then takes one AdaGrad step (mini-batch
+        AdaGrad): a frequent word in many entries of a batch moves by one bounded step, not by the sum of
+        many steps all divided by the same stale ``sqrt(G)`` (which overshoots once counts are large).
+        """
         w_i, w_j = self.word.index_select(0, i), self.context.index_select(0, j)  # (N, D)
         diff = (w_i * w_j).sum(1) + self.word_bias.index_select(0, i) + self.context_bias.index_select(0, j) - log_x
-        f_diff = f * diff
+        f_diff = f * diff  # (N,)
         grads = {"word": (i, f_diff.unsqueeze(1) * w_j), "context": (j, f_diff.unsqueeze(1) * w_i),
                  "word_bias": (i, f_diff), "context_bias": (j, f_diff)}
-        lr = self.config.learning_rate
+        lr, parameters = self.config.learning_rate, self._parameters()
         for name, (index, grad) in grads.items():
+            rows, owner = torch.unique(index, return_inverse=True)  # (R,), (N,)
+            summed = grad.new_zeros((len(rows), *grad.shape[1:])).index_add_(0, owner, grad)  # (R, ...) per row
             squared = self.squared[name]
-            self._parameters()[name].index_add_(0, index, -lr * grad / squared.index_select(0, index).sqrt())
-            squared.index_add_(0, index, grad * grad)
+            parameters[name].index_add_(0, rows, -lr * summed / squared.index_select(0, rows).sqrt())
+            squared.index_add_(0, rows, summed * summed)
         return float(0.5 * (f_diff * diff).sum())
 
     def word_vectors(self) -> WordVectors:

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -177,6 +178,7 @@ class Word2VecTrainer:
             self.path_nodes = torch.tensor([n for p in tree.points for n in p])  # (sum of depths,)
             self.path_labels = 1.0 - torch.tensor([float(c) for c in tree.codes for c in c])  # 1 - d_j
         self.keep_probabilities = vocab.keep_probabilities(config.sample, config.subsampling_formula)
+        self._buffers: dict[str, torch.Tensor] = {}
 
     # ------------------------------------------------------------------------------------------
     # Training loop
@@ -293,24 +295,29 @@ class Word2VecTrainer:
         if negatives is None:
             negatives = self.sampler.sample((len(target), self.config.negative))  # (N, K)
         rows = torch.cat([target.unsqueeze(1), negatives], dim=1)  # (N, T) T = 1 + K
-        u = self.output_vectors.index_select(0, rows.flatten()).view(*rows.shape, -1)  # (N, T, D)
-        logits = (u * h.unsqueeze(1)).sum(-1)  # (N, T)
+        shape = (*rows.shape, h.shape[1])  # (N, T, D)
+        u = torch.index_select(self.output_vectors, 0, rows.flatten(),
+                               out=self._scratch("u", (rows.numel(), shape[2]))).view(shape)
+        product = torch.mul(u, h.unsqueeze(1), out=self._scratch("product", shape))  # (N, T, D)
+        logits = product.sum(-1)  # (N, T)
         labels = torch.zeros(rows.shape)
         labels[:, 0] = 1.0
         loss = float(-F.logsigmoid((2 * labels - 1) * logits).sum())
         g = (labels - torch.sigmoid(logits)).mul_(lr)  # (N, T) word2vec.c's g
         g[:, 1:].mul_(negatives != target.unsqueeze(1))  # word2vec.c skips a noise word equal to the target
         grad_h = torch.bmm(g.unsqueeze(1), u).squeeze(1)  # (N, D) e = sum g u
-        self.output_vectors.index_add_(0, rows.flatten(), (g.unsqueeze(2) * h.unsqueeze(1)).flatten(0, 1))
+        update = torch.mul(g.unsqueeze(2), h.unsqueeze(1), out=product)  # (N, T, D) g h per row
+        self.output_vectors.index_add_(0, rows.flatten(), update.flatten(0, 1))
         return grad_h, loss
 
     def _hierarchical_softmax_step(self, h: torch.Tensor, target: torch.Tensor, lr: float
                                    ) -> tuple[torch.Tensor, float]:
         """Inputs ``h (N, D)``, targets ``(N,)``: updates the nodes on the targets' paths, returns ``e (N, D)``."""
         nodes, labels, owner = self._path_rows(target)  # (M,) each
-        h_rows = h.index_select(0, owner)  # (M, D) the input of each path entry
-        u = self.output_vectors.index_select(0, nodes)  # (M, D)
-        logits = torch.linalg.vecdot(u, h_rows)  # (M,)
+        shape = (len(nodes), h.shape[1])  # (M, D)
+        h_rows = torch.index_select(h, 0, owner, out=self._scratch("h_rows", shape))  # the input of each entry
+        u = torch.index_select(self.output_vectors, 0, nodes, out=self._scratch("u", shape))
+        logits = torch.mul(u, h_rows, out=self._scratch("product", shape)).sum(1)  # (M,)
         loss = float(-F.logsigmoid((2 * labels - 1) * logits).sum())
         g = (labels - torch.sigmoid(logits)).mul_(lr).mul_(logits.abs() < MAX_EXP)  # (M,) no step beyond MAX_EXP
         grad_h = torch.zeros_like(h).index_add_(0, owner, u.mul_(g.unsqueeze(1)))  # (N, D) e = sum g u
@@ -318,6 +325,14 @@ class Word2VecTrainer:
         g.mul_((self.config.max_node_hits / hits).clamp_(max=1.0))  # cap a node's summed update (docstring)
         self.output_vectors.index_add_(0, nodes, h_rows.mul_(g.unsqueeze(1)))  # u += g h
         return grad_h, loss
+
+    def _scratch(self, name: str, shape: tuple[int, ...]) -> torch.Tensor:
+        """A reused buffer viewed as ``shape``: large temporaries are not allocated (and page-faulted) per batch."""
+        size = math.prod(shape)
+        buffer = self._buffers.get(name)
+        if buffer is None or buffer.numel() < size:
+            buffer = self._buffers[name] = torch.empty(max(size, 2 * (0 if buffer is None else buffer.numel())))
+        return buffer[:size].view(shape)
 
     def _path_rows(self, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Inner nodes on each target's Huffman path, flattened: ``nodes, labels (1 - d_j), owner``, each ``(M,)``

@@ -166,6 +166,20 @@ def test_loss_with_num_items_in_batch_is_the_sum_over_that_count(case: HeadCase)
     torch.testing.assert_close(halved, mean / 2)
 
 
+@pytest.mark.parametrize("case", cases("num_items_in_batch_scales", lambda c: c.has_labels and c.caps.num_items_in_batch
+                                       and getattr(c.model_class, "accepts_loss_kwargs", True)))
+def test_a_head_accepting_loss_kwargs_divides_its_loss_by_num_items_in_batch(case: HeadCase):
+    """The Trainer passes ``num_items_in_batch`` to a forward with ``**kwargs`` unless the class sets
+    ``accepts_loss_kwargs = False``, and then leaves gradient accumulation's scaling to the model: doubling
+    it must halve the loss."""
+    model = case.model()
+    inputs = case.inputs(model.config)
+    with torch.no_grad():
+        three = model(**inputs, num_items_in_batch=torch.tensor(3)).loss
+        six = model(**inputs, num_items_in_batch=torch.tensor(6)).loss
+    torch.testing.assert_close(three, 2 * six)
+
+
 @pytest.mark.parametrize("case", cases("shift_labels", lambda c: c.task == "AutoModelForCausalLM"))
 def test_causal_lm_honours_shift_labels_also_next_to_labels(case: HeadCase):
     model = case.model()

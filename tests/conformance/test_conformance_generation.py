@@ -154,6 +154,22 @@ def test_generation_continues_from_a_returned_cache_reading_only_new_tokens(case
     torch.testing.assert_close(_continue(case, model, prompt, longer, cache), _continue(case, model, prompt, longer, None))
 
 
+@pytest.mark.parametrize("case", cases("forward_with_cache", generative))
+def test_forward_in_two_parts_through_the_cache_equals_one_forward(case: HeadCase):
+    """Reading a sequence in two calls, the second given the first's cache, gives the logits of one call."""
+    model = case.model()
+    inputs = case.inputs(model.config, labels=False)
+    key = "decoder_input_ids" if case.caps.is_encoder_decoder else "input_ids"
+    sequence = inputs.pop(key)
+    if not case.caps.is_encoder_decoder:
+        inputs.pop("attention_mask")
+    with torch.no_grad():
+        whole = model(**inputs, **{key: sequence}, use_cache=True).logits
+        first = model(**inputs, **{key: sequence[:, :3]}, use_cache=True)
+        second = model(**inputs, **{key: sequence[:, 3:]}, **cache_field(output_cache(first)), use_cache=True)
+    torch.testing.assert_close(torch.cat([first.logits, second.logits], dim=1), whole, atol=1e-5, rtol=1e-4)
+
+
 @pytest.mark.parametrize("case", cases("cache_operations", generative))
 def test_the_cache_is_a_transformers_cache_with_working_batch_operations(case: HeadCase):
     model = case.model()

@@ -186,6 +186,16 @@ def test_from_pretrained_in_bfloat16(case: HeadCase, keyword: str, tmp_path):
     assert out.dtype == torch.bfloat16 and torch.isfinite(out.float()).all()
 
 
+@pytest.mark.parametrize("case", cases("dtype_auto"))
+def test_a_bfloat16_checkpoint_loads_in_bfloat16_by_default(case: HeadCase, tmp_path):
+    """transformers 5 loads with ``dtype="auto"``: the dtype saved in ``config.json``."""
+    case.model().to(torch.bfloat16).save_pretrained(tmp_path)
+    model = case.model_class.from_pretrained(tmp_path)
+    assert {p.dtype for p in model.parameters() if p.is_floating_point()} == {torch.bfloat16}
+    float32 = case.model_class.from_pretrained(tmp_path, dtype=torch.float32)
+    assert {p.dtype for p in float32.parameters() if p.is_floating_point()} == {torch.float32}
+
+
 # ---------------------------------------------------------- defect 4: gradient checkpointing, training ----
 
 def _gradients(case: HeadCase, reentrant: bool | None) -> dict[str, torch.Tensor]:

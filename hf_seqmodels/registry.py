@@ -158,8 +158,8 @@ FAMILIES = {family.config_class: dict(family.heads) for family in FAMILY_DESCRIP
 def family_of(config_or_class) -> Family:
     """The :class:`Family` of a config, a config class or a model class of the package."""
     for family in FAMILY_DESCRIPTIONS:
-        if config_or_class is family.config_class or isinstance(config_or_class, family.config_class) \
-                or config_or_class in family.heads.values():
+        classes = (family.config_class, *family.heads.values())
+        if config_or_class in classes or type(config_or_class) is family.config_class:
             return family
     raise ValueError(f"{config_or_class!r} belongs to no family of the package; families: "
                      f"{[f.name for f in FAMILY_DESCRIPTIONS]}")

@@ -25,12 +25,33 @@ DeepSpeed reads its own folder with pickle, so resume a DeepSpeed run only from 
 The folder is written as ``tmp-checkpoint-{step}``, every file and the folder are fsynced, then the
 folder is renamed with ``os.replace``. A crash while writing leaves only a ``tmp-`` folder, which
 :func:`find_latest_checkpoint` never picks.
+
+Checkpoints verify themselves. The last file written (before the rename) is ``manifest.json``: the size and
+SHA-256 of every other file of the folder (``deepspeed/`` included). :func:`resolve_checkpoint` checks it:
+``"latest"`` skips a damaged checkpoint with a warning naming the damaged file and the problem and takes the
+newest intact one; an explicit path to a damaged checkpoint raises :class:`CheckpointCorruptError` (a
+``ValueError``) naming the file and the problem. ``trainer_state.json`` records ``checkpoint_format`` 2, so a
+checkpoint whose manifest was lost is told apart from one written before manifests existed: such an older
+checkpoint (no manifest, no ``checkpoint_format``) still loads, with a warning that its files cannot be
+verified, and a file of it that cannot be read is reported the same way.
+
+A write error while saving (``ENOSPC`` disk full, ``EDQUOT`` quota, ``EROFS``/``EACCES`` read-only folder, at
+any stage: weights, optimizer, RNG states, manifest, rename) removes the ``tmp-`` folder and raises
+:class:`CheckpointWriteError` (an ``OSError`` with the original ``errno``) whose one-line message names the
+folder, the checkpoint being written, the file it was writing, the space a checkpoint needs (the size of the
+newest checkpoint, or an estimate from the model and optimizer) and the newest intact checkpoint that remains.
+:func:`warn_if_low_disk_space` warns before training when the free space is below two checkpoints.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import hashlib
 import json
+import logging
 import os
+import pickle
 import random
 import re
 import shutil
@@ -44,12 +65,17 @@ import torch
 
 from ..models import RecurrentState
 
+logger = logging.getLogger(__name__)
+
 CHECKPOINT_PREFIX = "checkpoint-"
 TEMP_PREFIX = "tmp-checkpoint-"
 _CHECKPOINT_RE = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
 MODEL_FILE, OPTIMIZER_FILE, SCHEDULER_FILE, STATE_FILE = (
     "model.safetensors", "optimizer.pt", "scheduler.pt", "trainer_state.json")
 DEEPSPEED_DIR = "deepspeed"  # DeepSpeed's own checkpoint (its tag) inside ours
+MANIFEST_FILE = "manifest.json"
+# recorded in trainer_state.json; checkpoints without it (format 1) were written before manifests existed
+CHECKPOINT_FORMAT = 2
 
 
 @dataclass
@@ -74,7 +100,25 @@ class TrainerState:
 
     @classmethod
     def from_json(cls, text: str) -> TrainerState:
-        return cls(**json.loads(text))
+        data = json.loads(text)
+        data.pop("checkpoint_format", None)  # a property of the checkpoint folder, not of the training state
+        return cls(**data)
+
+
+class CheckpointCorruptError(ValueError):
+    """A checkpoint file is missing, truncated, altered or unreadable; names the checkpoint, file and problem."""
+
+    def __init__(self, checkpoint: str | Path, file: str, problem: str):
+        self.checkpoint, self.file, self.problem = Path(checkpoint), file, problem
+        super().__init__(f"Checkpoint {str(checkpoint)!r} is damaged: {file} {problem}.")
+
+
+class CheckpointWriteError(OSError):
+    """Writing a checkpoint failed (disk full, quota, read-only folder...): ``errno`` is the original one, the
+    message is one line for the user (folder, checkpoint, space needed, intact checkpoint that remains)."""
+
+    def __str__(self) -> str:
+        return self.strerror
 
 
 # --------------------------------------------------------------------------- RNG states
@@ -117,12 +161,13 @@ def checkpoint_step(path: Path) -> int | None:
 
 
 def list_checkpoints(output_dir: str | Path) -> list[Path]:
-    """The complete checkpoints of ``output_dir``, oldest (smallest step) first."""
+    """The ``checkpoint-{step}`` folders of ``output_dir``, oldest (smallest step) first. Only renamed (complete)
+    folders are named so; whether their files are intact is :func:`verify_checkpoint`'s question."""
     output_dir = Path(output_dir)
     if not output_dir.is_dir():
         return []
     found = [(checkpoint_step(p), p) for p in output_dir.iterdir()]
-    return [p for step, p in sorted((s, p) for s, p in found if s is not None) if (p / STATE_FILE).is_file()]
+    return [p for step, p in sorted((s, p) for s, p in found if s is not None)]
 
 
 def find_latest_checkpoint(output_dir: str | Path) -> Path | None:
@@ -140,6 +185,159 @@ def rotate_checkpoints(output_dir: str | Path, save_total_limit: int | None) -> 
     for path in doomed:
         shutil.rmtree(path)
     return doomed
+
+
+# --------------------------------------------------------------------------- manifest and verification
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _manifest_entries(folder: Path) -> dict[str, dict[str, Any]]:
+    """``{relative path: {"size", "sha256"}}`` of every file below ``folder`` except the manifest itself."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p != folder / MANIFEST_FILE)
+    return {p.relative_to(folder).as_posix(): {"size": p.stat().st_size, "sha256": _sha256(p)} for p in files}
+
+
+def write_manifest(folder: str | Path) -> Path:
+    """Write ``manifest.json`` (size and SHA-256 of every other file of ``folder``), fsynced; returns its path."""
+    folder = Path(folder)
+    manifest = {"algorithm": "sha256", "files": _manifest_entries(folder)}
+    _write_text(folder / MANIFEST_FILE, json.dumps(manifest, indent=2))
+    return folder / MANIFEST_FILE
+
+
+def _read_json(path: Path, checkpoint: Path) -> dict[str, Any]:
+    name = path.relative_to(checkpoint).as_posix()
+    if not path.is_file():
+        raise CheckpointCorruptError(checkpoint, name, "is missing")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise CheckpointCorruptError(checkpoint, name, f"cannot be read ({error.strerror})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointCorruptError(checkpoint, name, f"is not valid JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise CheckpointCorruptError(checkpoint, name, f"holds a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def _check_file(checkpoint: Path, name: str, entry: Any) -> None:
+    if (Path(name).is_absolute() or ".." in Path(name).parts or not isinstance(entry, dict)
+            or not isinstance(entry.get("size"), int) or not isinstance(entry.get("sha256"), str)):
+        raise CheckpointCorruptError(checkpoint, MANIFEST_FILE, f"has an invalid entry for {name}: {entry!r}")
+    path = checkpoint / name
+    if not path.is_file():
+        raise CheckpointCorruptError(checkpoint, name, "is missing")
+    size, expected = path.stat().st_size, entry["size"]
+    if size < expected:
+        raise CheckpointCorruptError(checkpoint, name, f"is truncated: {size} bytes, {MANIFEST_FILE} says {expected}")
+    if size > expected:
+        raise CheckpointCorruptError(checkpoint, name, f"has {size} bytes, {MANIFEST_FILE} says {expected}")
+    try:
+        digest = _sha256(path)
+    except OSError as error:
+        raise CheckpointCorruptError(checkpoint, name, f"cannot be read ({error.strerror})") from None
+    if digest != entry["sha256"]:
+        raise CheckpointCorruptError(checkpoint, name, f"does not match its SHA-256 in {MANIFEST_FILE}: its content "
+                                                       f"changed (flipped bits or an overwrite)")
+
+
+def verify_checkpoint(path: str | Path) -> bool:
+    """Check every file of checkpoint ``path`` against its manifest; True when verified, False for a checkpoint
+    written before manifests existed (nothing to verify against). Raises :class:`CheckpointCorruptError`
+    naming the first damaged file and the problem."""
+    path = Path(path)
+    if not (path / MANIFEST_FILE).is_file():
+        state = _read_json(path / STATE_FILE, path)
+        if state.get("checkpoint_format", 1) >= 2:
+            raise CheckpointCorruptError(path, MANIFEST_FILE, "is missing (this checkpoint was written with one)")
+        return False
+    files = _read_json(path / MANIFEST_FILE, path).get("files")
+    if not isinstance(files, dict) or STATE_FILE not in files:
+        raise CheckpointCorruptError(path, MANIFEST_FILE, f"has no file list naming {STATE_FILE}")
+    for name, entry in files.items():
+        _check_file(path, name, entry)
+    return True
+
+
+def newest_intact_checkpoint(output_dir: str | Path, warn: bool = False) -> Path | None:
+    """The newest checkpoint of ``output_dir`` that verifies (or predates manifests), None if there is none;
+    with ``warn``, each damaged newer one is logged with its damaged file."""
+    for path in reversed(list_checkpoints(output_dir)):
+        try:
+            verified = verify_checkpoint(path)
+        except CheckpointCorruptError as error:
+            if warn:
+                logger.warning(f"{error} Skipping it: resuming from an older checkpoint.")
+            continue
+        if warn and not verified:
+            _warn_unverified(path)
+        return path
+    return None
+
+
+def _warn_unverified(path: Path) -> None:
+    logger.warning(f"Checkpoint {str(path)!r} has no {MANIFEST_FILE} (it was written before checkpoints carried "
+                   f"one): its files cannot be verified.")
+
+
+# --------------------------------------------------------------------------- space
+
+
+def _format_bytes(size: int) -> str:
+    unit = min(3, max(0, (size.bit_length() - 1) // 10))  # 0: bytes, 1: KiB, 2: MiB, 3: GiB
+    return f"{size} bytes" if unit == 0 else f"{size / 1024 ** unit:.1f} {('KiB', 'MiB', 'GiB')[unit - 1]}"
+
+
+def folder_size(path: str | Path) -> int:
+    """The bytes of all files below ``path``."""
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+
+
+def _tensor_bytes(values) -> int:
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+
+
+def estimate_checkpoint_bytes(model: torch.nn.Module, optimizer=None) -> int:
+    """The size of a checkpoint of ``model``: its weights plus the optimizer's state tensors (before the first
+    update, when the state is still empty, two tensors per weight as for Adam), plus 64 KiB of small files."""
+    weights = _tensor_bytes(model.state_dict().values())
+    try:
+        states = list(getattr(optimizer, "state", {}).values())
+    except (AttributeError, TypeError):  # an optimizer (DeepSpeed's) without a torch-like `state`
+        states = []
+    slots = sum(_tensor_bytes(s.values()) for s in states if isinstance(s, dict))
+    return weights + (slots if slots else 2 * weights) + 64 * 1024
+
+
+def checkpoint_bytes_needed(output_dir: str | Path, model: torch.nn.Module, optimizer=None) -> int:
+    """The size of the newest checkpoint of ``output_dir``, else :func:`estimate_checkpoint_bytes`."""
+    checkpoints = list_checkpoints(output_dir)
+    if checkpoints:
+        return folder_size(checkpoints[-1])
+    return estimate_checkpoint_bytes(model, optimizer)
+
+
+def _free_bytes(folder: Path) -> int | None:
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return None
+
+
+def warn_if_low_disk_space(output_dir: str | Path, model: torch.nn.Module, optimizer=None) -> bool:
+    """Warn (and return True) when ``output_dir`` has less free space than two checkpoints need (a new one is
+    written before the previous one may be rotated away)."""
+    needed, free = 2 * checkpoint_bytes_needed(output_dir, model, optimizer), _free_bytes(Path(output_dir))
+    if free is None or free >= needed:
+        return False
+    logger.warning(f"Only {_format_bytes(free)} free in {output_dir}, and two checkpoints need about "
+                   f"{_format_bytes(needed)}: saving a checkpoint may fail (disk full). Free some space or choose "
+                   f"another --output_dir.")
+    return True
 
 
 # --------------------------------------------------------------------------- writing
@@ -160,18 +358,71 @@ def _torch_save(obj: Any, path: Path) -> None:
         os.fsync(f.fileno())
 
 
+def _write_text(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _save_weights(model: torch.nn.Module, path: Path) -> None:
+    safetensors.torch.save_model(model, str(path))
+    _fsync(path)
+
+
 def _publish(temp_dir: Path, final_dir: Path) -> None:
-    """Atomically rename ``temp_dir`` to ``final_dir`` (an older ``final_dir`` is moved away first)."""
+    """Atomically rename ``temp_dir`` to ``final_dir`` (an older ``final_dir`` is moved away first, and back
+    if the rename fails)."""
     _fsync(temp_dir)
     stale = None
     if final_dir.exists():
         stale = final_dir.with_name(f"{TEMP_PREFIX}stale-{final_dir.name}")
         shutil.rmtree(stale, ignore_errors=True)
         os.replace(final_dir, stale)
-    os.replace(temp_dir, final_dir)
+    try:
+        os.replace(temp_dir, final_dir)
+    except OSError:
+        if stale is not None:
+            os.replace(stale, final_dir)
+        raise
     _fsync(final_dir.parent)
     if stale is not None:
         shutil.rmtree(stale, ignore_errors=True)
+
+
+class _Stage:
+    """What a save is writing now, for the message of a write error."""
+
+    now = "creating the folder"
+
+
+_HINTS = {
+    errno.ENOSPC: "free some space and continue with --resume_from_checkpoint latest",
+    errno.EDQUOT: "free some space (or raise the quota) and continue with --resume_from_checkpoint latest",
+    errno.EROFS: "the folder is on a read-only file system: choose another --output_dir",
+    errno.EACCES: "the folder is not writable: fix its permissions or choose another --output_dir",
+    errno.EPERM: "the folder is not writable: fix its permissions or choose another --output_dir",
+}
+
+
+def _write_error(error: OSError, stage: str, final_dir: Path, model: torch.nn.Module,
+                 optimizer) -> CheckpointWriteError:
+    """The one-line :class:`CheckpointWriteError` for ``error``, raised while writing ``stage``."""
+    output_dir = final_dir.parent
+    code = error.errno
+    reason = f"{os.strerror(code)} ({errno.errorcode.get(code, code)})" if code else str(error)
+    needed, free = checkpoint_bytes_needed(output_dir, model, optimizer), _free_bytes(output_dir)
+    space = f"a checkpoint needs about {_format_bytes(needed)}"
+    if free is not None:
+        space += f" and {_format_bytes(free)} are free"
+    intact = newest_intact_checkpoint(output_dir)
+    remains = (f"the newest intact checkpoint is {intact}" if intact is not None
+               else "there is no intact checkpoint to resume from")
+    hint = _HINTS.get(code, "fix the cause and continue with --resume_from_checkpoint latest")
+    return CheckpointWriteError(code, (
+        f"Could not write checkpoint {final_dir.name} in {output_dir}: {reason} while {stage}. "
+        f"{space[0].upper()}{space[1:]}. The unfinished {TEMP_PREFIX}{final_dir.name[len(CHECKPOINT_PREFIX):]} "
+        f"was removed; {remains}. To go on, {hint}."))
 
 
 def save_checkpoint(output_dir: str | Path, *, accelerator, model: torch.nn.Module, optimizer, scheduler,
@@ -183,10 +434,31 @@ def save_checkpoint(output_dir: str | Path, *, accelerator, model: torch.nn.Modu
     The main process writes ``model``'s weights and ``optimizer_state`` (default: ``optimizer.state_dict()``);
     for a sharded model, pass an unsharded copy and the gathered state (:func:`gather_full_state`). Under
     DeepSpeed pass a plain copy of the model and DeepSpeed's engine: every process writes its optimizer
-    partition with it."""
+    partition with it. The manifest is written last. An ``OSError`` while writing (disk full, read-only...)
+    removes the temporary folder and raises :class:`CheckpointWriteError`."""
     output_dir = Path(output_dir)
     final_dir = output_dir / f"{CHECKPOINT_PREFIX}{trainer_state.global_step}"
     temp_dir = output_dir / f"{TEMP_PREFIX}{trainer_state.global_step}"
+    stage = _Stage()
+    try:
+        _write_files(temp_dir, final_dir, stage, accelerator=accelerator, model=model, optimizer=optimizer,
+                     scheduler=scheduler, trainer_state=trainer_state, recurrent_state=recurrent_state,
+                     optimizer_state=optimizer_state, deepspeed_engine=deepspeed_engine)
+    except OSError as error:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        unwrapped = accelerator.unwrap_model(model) if model is not None else torch.nn.Module()
+        raise _write_error(error, stage.now, final_dir, unwrapped, optimizer) from error
+    if accelerator.is_main_process:
+        rotate_checkpoints(output_dir, save_total_limit)
+    accelerator.wait_for_everyone()
+    return final_dir
+
+
+def _write_files(temp_dir: Path, final_dir: Path, stage: _Stage, *, accelerator, model, optimizer, scheduler,
+                 trainer_state: TrainerState, recurrent_state: RecurrentState | None,
+                 optimizer_state: dict[str, Any] | None, deepspeed_engine) -> None:
+    """Every process writes its files into ``temp_dir``; the main process then writes the shared files, the
+    manifest, and renames the folder to ``final_dir``. ``stage.now`` names what is being written."""
     if accelerator.is_main_process:
         shutil.rmtree(temp_dir, ignore_errors=True)
         temp_dir.mkdir(parents=True)
@@ -195,28 +467,31 @@ def save_checkpoint(output_dir: str | Path, *, accelerator, model: torch.nn.Modu
     if recurrent_state is not None:
         rank_state["recurrent_state"] = {"tensors": [t.detach().cpu() for t in recurrent_state.tensors],
                                          "seq_length": recurrent_state.seq_length}
+    stage.now = f"writing rank-{accelerator.process_index}.pt (RNG and carried state)"
     _torch_save(rank_state, temp_dir / f"rank-{accelerator.process_index}.pt")
     if deepspeed_engine is not None:
+        stage.now = f"writing {DEEPSPEED_DIR}/ (DeepSpeed's optimizer partitions)"
         deepspeed_engine.save_checkpoint(str(temp_dir), tag=DEEPSPEED_DIR, save_latest=False)
     accelerator.wait_for_everyone()
-    if accelerator.is_main_process:
-        safetensors.torch.save_model(accelerator.unwrap_model(model), str(temp_dir / MODEL_FILE))
-        _fsync(temp_dir / MODEL_FILE)
-        if deepspeed_engine is not None:
-            for path in sorted((temp_dir / DEEPSPEED_DIR).rglob("*")):
-                _fsync(path)
-        else:
-            _torch_save(optimizer.state_dict() if optimizer_state is None else optimizer_state,
-                        temp_dir / OPTIMIZER_FILE)
-        _torch_save(scheduler.state_dict(), temp_dir / SCHEDULER_FILE)
-        with open(temp_dir / STATE_FILE, "w", encoding="utf-8") as f:
-            f.write(trainer_state.to_json())
-            f.flush()
-            os.fsync(f.fileno())
-        _publish(temp_dir, final_dir)
-        rotate_checkpoints(output_dir, save_total_limit)
-    accelerator.wait_for_everyone()
-    return final_dir
+    if not accelerator.is_main_process:
+        return
+    stage.now = f"writing {MODEL_FILE} (weights)"
+    _save_weights(accelerator.unwrap_model(model), temp_dir / MODEL_FILE)
+    if deepspeed_engine is not None:
+        for path in sorted((temp_dir / DEEPSPEED_DIR).rglob("*")):
+            _fsync(path)
+    else:
+        stage.now = f"writing {OPTIMIZER_FILE} (optimizer state)"
+        _torch_save(optimizer.state_dict() if optimizer_state is None else optimizer_state, temp_dir / OPTIMIZER_FILE)
+    stage.now = f"writing {SCHEDULER_FILE} (scheduler state)"
+    _torch_save(scheduler.state_dict(), temp_dir / SCHEDULER_FILE)
+    stage.now = f"writing {STATE_FILE} (trainer state)"
+    _write_text(temp_dir / STATE_FILE, json.dumps({"checkpoint_format": CHECKPOINT_FORMAT,
+                                                   **asdict(trainer_state)}, indent=2))
+    stage.now = f"writing {MANIFEST_FILE} (sizes and SHA-256 of the files)"
+    write_manifest(temp_dir)
+    stage.now = f"renaming {temp_dir.name} to {final_dir.name}"
+    _publish(temp_dir, final_dir)
 
 
 # --------------------------------------------------------------------------- sharded (FSDP) models
@@ -258,16 +533,25 @@ def scatter_full_state(model: torch.nn.Module, optimizer, weights: dict[str, Any
 
 
 def resolve_checkpoint(resume_from_checkpoint: str | None, output_dir: str | Path) -> Path | None:
-    """``None`` → None; ``"latest"`` → the newest checkpoint of ``output_dir`` (None if there is none);
-    a path → that folder, which must be a checkpoint."""
+    """``None`` → None; ``"latest"`` → the newest intact checkpoint of ``output_dir`` (damaged newer ones are
+    skipped with a warning; None if there is no checkpoint); a path → that folder, which must be an intact
+    checkpoint. Raises :class:`CheckpointCorruptError` for a damaged explicit checkpoint, ``ValueError`` when
+    every checkpoint of ``output_dir`` is damaged."""
     if resume_from_checkpoint is None:
         return None
     if resume_from_checkpoint == "latest":
-        return find_latest_checkpoint(output_dir)
+        path = newest_intact_checkpoint(output_dir, warn=True)
+        damaged = list_checkpoints(output_dir) if path is None else []
+        if damaged:
+            raise ValueError(f"Every checkpoint of {str(output_dir)!r} is damaged ({', '.join(p.name for p in damaged)}; "
+                             f"see the warnings): resume from none of them, or delete them to train from scratch.")
+        return path
     path = Path(resume_from_checkpoint)
-    if not (path / STATE_FILE).is_file():
+    if not path.is_dir() or not ((path / STATE_FILE).is_file() or (path / MANIFEST_FILE).is_file()):
         raise ValueError(f"Invalid `resume_from_checkpoint`={resume_from_checkpoint!r}: expected 'latest' or a "
                          f"checkpoint folder containing {STATE_FILE}.")
+    if not verify_checkpoint(path):
+        _warn_unverified(path)
     return path
 
 
@@ -278,21 +562,54 @@ def _run_kind(sharded: bool, deepspeed: bool) -> str:
 
 
 def _load_tensors(path: Path) -> Any:
-    return torch.load(path, map_location="cpu", weights_only=True)
+    with _reading(path):
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def _load_weights(model: torch.nn.Module, path: Path) -> None:
+    with _reading(path):
+        safetensors.torch.load_file(str(path))  # a damaged file fails here, before the model is touched
+    safetensors.torch.load_model(model, str(path), strict=True)
+
+
+@contextlib.contextmanager
+def _reading(path: Path):
+    """Report a file that cannot be read (an unverifiable older checkpoint) as :class:`CheckpointCorruptError`."""
+    try:
+        yield
+    except CheckpointCorruptError:
+        raise
+    except (OSError, EOFError, RuntimeError, ValueError, pickle.UnpicklingError, safetensors.SafetensorError) as error:
+        first_line = (str(error).splitlines() or [""])[0]
+        raise CheckpointCorruptError(path.parent, path.name,
+                                     f"cannot be read ({type(error).__name__}: {first_line})") from error
+
+
+def _read_state(path: Path) -> TrainerState:
+    data = _read_json(path / STATE_FILE, path)
+    data.pop("checkpoint_format", None)
+    try:
+        return TrainerState(**data)
+    except TypeError as error:  # unknown or missing fields
+        raise CheckpointCorruptError(path, STATE_FILE, f"is not a trainer state ({error})") from None
 
 
 def load_checkpoint(path: str | Path, *, accelerator, model: torch.nn.Module, optimizer, scheduler,
-                    unsharded_model: torch.nn.Module | None = None,
-                    deepspeed_engine=None) -> tuple[TrainerState, RecurrentState | None]:
+                    unsharded_model: torch.nn.Module | None = None, deepspeed_engine=None,
+                    verify: bool = True) -> tuple[TrainerState, RecurrentState | None]:
     """Load everything :func:`save_checkpoint` wrote into ``model``/``optimizer``/``scheduler`` and the RNGs.
 
     For a sharded ``model`` pass ``unsharded_model``, a plain model of the same class and config: the
     weights are read into it, then every process keeps its shards of them and of the optimizer state.
     Under DeepSpeed pass its engine: it reads the weights and its optimizer partitions from its folder.
     Returns the trainer state and this process's carried recurrent state (on the model's device).
+    With ``verify`` the files are first checked against the manifest (:func:`verify_checkpoint`; pass False
+    for a path :func:`resolve_checkpoint` returned, which checked it).
     """
     path = Path(path)
-    state = TrainerState.from_json((path / STATE_FILE).read_text(encoding="utf-8"))
+    if verify:
+        verify_checkpoint(path)
+    state = _read_state(path)
     if state.num_processes != accelerator.num_processes:
         raise ValueError(f"Checkpoint {str(path)!r} was written by {state.num_processes} processes; resume it with "
                          f"the same number (got {accelerator.num_processes}) so each process gets its own streams.")
@@ -307,10 +624,10 @@ def load_checkpoint(path: str | Path, *, accelerator, model: torch.nn.Module, op
         if loaded is None:
             raise ValueError(f"Checkpoint {str(path)!r} has no readable DeepSpeed state in {DEEPSPEED_DIR}/.")
     elif sharded:
-        safetensors.torch.load_model(unsharded_model, str(path / MODEL_FILE), strict=True)
+        _load_weights(unsharded_model, path / MODEL_FILE)
         scatter_full_state(model, optimizer, unsharded_model.state_dict(), _load_tensors(path / OPTIMIZER_FILE))
     else:
-        safetensors.torch.load_model(accelerator.unwrap_model(model), str(path / MODEL_FILE), strict=True)
+        _load_weights(accelerator.unwrap_model(model), path / MODEL_FILE)
         optimizer.load_state_dict(_load_tensors(path / OPTIMIZER_FILE))
     scheduler.load_state_dict(_load_tensors(path / SCHEDULER_FILE))
     rank_state = _load_tensors(path / f"rank-{accelerator.process_index}.pt")
@@ -323,18 +640,10 @@ def load_checkpoint(path: str | Path, *, accelerator, model: torch.nn.Module, op
 
 
 __all__ = [
-    "CHECKPOINT_PREFIX",
-    "DEEPSPEED_DIR",
-    "TEMP_PREFIX",
-    "TrainerState",
-    "capture_rng_state",
-    "find_latest_checkpoint",
-    "gather_full_state",
-    "list_checkpoints",
-    "load_checkpoint",
-    "resolve_checkpoint",
-    "restore_rng_state",
-    "rotate_checkpoints",
-    "save_checkpoint",
-    "scatter_full_state",
+    "CHECKPOINT_FORMAT", "CHECKPOINT_PREFIX", "DEEPSPEED_DIR", "MANIFEST_FILE", "TEMP_PREFIX",
+    "CheckpointCorruptError", "CheckpointWriteError", "TrainerState", "capture_rng_state",
+    "checkpoint_bytes_needed", "estimate_checkpoint_bytes", "find_latest_checkpoint", "folder_size",
+    "gather_full_state", "list_checkpoints", "load_checkpoint", "newest_intact_checkpoint", "resolve_checkpoint",
+    "restore_rng_state", "rotate_checkpoints", "save_checkpoint", "scatter_full_state", "verify_checkpoint",
+    "warn_if_low_disk_space", "write_manifest",
 ]

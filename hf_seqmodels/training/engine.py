@@ -58,11 +58,13 @@ from tqdm.auto import tqdm
 
 from ..models.config_utils import invalid
 from .checkpointing import (
+    CheckpointWriteError,
     TrainerState,
     gather_full_state,
     load_checkpoint,
     resolve_checkpoint,
     save_checkpoint,
+    warn_if_low_disk_space,
 )
 from .plotting import plot_attention, plot_loss_curves, write_history
 from .schedules import SCHEDULES, build_scheduler
@@ -546,10 +548,14 @@ class TrainingLoop:
                 model = self.unsharded_model(weights)
         elif self.deepspeed and self.accelerator.is_main_process:
             model = self.unsharded_model(self.deepspeed_weights())
-        path = save_checkpoint(self.args.output_dir, accelerator=self.accelerator, model=model,
-                               optimizer=self.optimizer, scheduler=self.scheduler, trainer_state=self.state,
-                               recurrent_state=self.carried, save_total_limit=self.args.save_total_limit,
-                               optimizer_state=optimizer_state, deepspeed_engine=self.model if self.deepspeed else None)
+        try:
+            path = save_checkpoint(self.args.output_dir, accelerator=self.accelerator, model=model,
+                                   optimizer=self.optimizer, scheduler=self.scheduler, trainer_state=self.state,
+                                   recurrent_state=self.carried, save_total_limit=self.args.save_total_limit,
+                                   optimizer_state=optimizer_state,
+                                   deepspeed_engine=self.model if self.deepspeed else None)
+        except CheckpointWriteError as error:  # disk full, read-only...: one line, exit status 1
+            raise SystemExit(f"error: {error}") from error
         self.last_checkpoint_step, self.last_checkpoint = self.state.global_step, path
         logger.info(f"Saved checkpoint {path}")
         return path
@@ -572,7 +578,7 @@ class TrainingLoop:
         self.state, self.carried = load_checkpoint(
             path, accelerator=self.accelerator, model=model, optimizer=self.optimizer, scheduler=self.scheduler,
             unsharded_model=self.unsharded_model() if self.sharded else None,
-            deepspeed_engine=self.model if self.deepspeed else None)
+            deepspeed_engine=self.model if self.deepspeed else None, verify=False)  # resolve_checkpoint verified it
         if self.state.windows_per_epoch != len(self.batches):
             raise ValueError(f"Checkpoint {str(path)!r} was trained with {self.state.windows_per_epoch} batches per "
                              f"epoch, this run has {len(self.batches)}: resume with the same data and batch sizes.")
@@ -645,6 +651,8 @@ class TrainingLoop:
     def run(self) -> dict[str, Any]:
         """Train to the end (or the time cap) and checkpoint; a stop signal raises :class:`TrainingInterrupted`."""
         self.maybe_resume()
+        if self.accelerator.is_main_process:
+            warn_if_low_disk_space(self.args.output_dir, self.accelerator.unwrap_model(self.model), self.optimizer)
         if not self.args.trackers:
             return self._run()
         hyper = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in asdict(self.args).items()}

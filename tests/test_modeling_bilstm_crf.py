@@ -301,9 +301,9 @@ def test_labels_outside_the_tags_are_refused():
     for bad, value in ((torch.tensor([[0, 1, 5, 0], [0] * 4]), 5), (torch.tensor([[0, -1, 0, 0], [0] * 4]), -1)):
         for use_crf in (True, False):
             tagger = model if use_crf else tiny_tagger(use_crf=False, crf_constraints=None)
-            with pytest.raises(ValueError, match=rf"`labels` contains the tag {value}, outside \[0, 5\)"):
+            with pytest.raises(ValueError, match=rf"`labels` contains {value}, outside the 5 classes \[0, 5\)"):
                 tagger(ids, labels=bad)
-    with pytest.raises(ValueError, match=r"`labels` must have shape \(batch, time\) = \(2, 4\)"):
+    with pytest.raises(ValueError, match=r"`labels` must have shape \(2, 4\)"):
         model(ids, labels=torch.zeros(2, 3, dtype=torch.long))
     assert torch.isfinite(model(ids, labels=torch.tensor([[0, 1, -100, 0], [0] * 4])).loss)
 

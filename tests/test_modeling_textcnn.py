@@ -196,7 +196,7 @@ def test_hidden_states_are_the_embeddings_and_the_convolution_layer_of_the_graph
 ])
 def test_labels_outside_the_classes_are_refused(problem_type, labels):
     model = tiny_model(num_labels=3, problem_type=problem_type)
-    with pytest.raises(ValueError, match=r"`labels` contains the class (3|-1), outside \[0, 3\)"):
+    with pytest.raises(ValueError, match=r"`labels` contains (3|-1), outside the 3 classes \[0, 3\)"):
         model(random_ids(2, 5, 99), labels=labels)
     ignored = model(random_ids(2, 5, 99), labels=torch.tensor([-100, 2]))  # -100: no label
     assert torch.isfinite(ignored.loss)

@@ -79,8 +79,57 @@ def current_mask(attention_mask: torch.Tensor | None, input_ids: torch.Tensor) -
     mask = attention_mask[:, -input_ids.shape[1] :]
     if is_tracing():
         return mask.bool()
-    if mask.dtype != torch.bool and bool(((mask != 0) & (mask != 1)).any()):
-        bad = mask[(mask != 0) & (mask != 1)][0].item()
-        raise ValueError(f"`attention_mask` must hold 0 (padding) and 1 (token) only, got the value {bad}.")
+    check_mask_values(mask)
     mask = mask.bool()
     return None if bool(mask.all()) else mask
+
+
+def check_mask_values(mask: torch.Tensor | None, name: str = "attention_mask") -> None:
+    """Raise a ValueError naming ``name`` when a 0/1 mask holds another value (eager mode only)."""
+    if mask is None or mask.dtype == torch.bool or is_tracing():
+        return
+    wrong = (mask != 0) & (mask != 1)
+    if bool(wrong.any()):
+        raise ValueError(f"`{name}` must hold 0 (padding) and 1 (token) only, got the value {mask[wrong][0].item()}.")
+
+
+def check_classification_labels(labels: torch.Tensor | None, logits: torch.Tensor, config) -> None:
+    """:func:`check_labels` for a sequence classifier's ``logits`` ``(batch, num_labels)``, with transformers'
+    problem types: class ids are range-checked for single-label classification (``problem_type``, or integer
+    labels with ``num_labels > 1``); regression and multi-label targets only need one row per example."""
+    if labels is None or is_tracing():
+        return
+    problem_type = getattr(config, "problem_type", None)
+    single_label = problem_type == "single_label_classification" or (
+        problem_type is None and logits.shape[-1] > 1 and not labels.is_floating_point())
+    if single_label:
+        check_labels(labels.reshape(-1) if labels.dim() > 1 and labels.shape[-1] == 1 else labels, logits)
+    elif labels.shape[:1] != logits.shape[:1]:
+        raise ValueError(f"`labels` has batch size {labels.shape[0] if labels.dim() else 'none (a scalar)'}, "
+                         f"the inputs {logits.shape[0]}: one label row per example.")
+
+
+def check_labels(labels: torch.Tensor | None, logits: torch.Tensor, name: str = "labels",
+                 ignore_index: int = -100) -> None:
+    """Check class labels against the ``logits`` ``(..., num_classes)`` they are scored with (eager mode only).
+
+    Integer labels must have the shape ``logits.shape[:-1]`` and lie in ``[0, num_classes)`` or be
+    ``ignore_index``; float labels (regression, multi-label) must match the batch size. Raises a ValueError
+    naming ``name``, the value and what is allowed, instead of a torch ``IndexError`` deep in the loss or,
+    on a GPU, a device-side assertion.
+    """
+    if labels is None or is_tracing():
+        return
+    if labels.shape[:1] != logits.shape[:1]:
+        raise ValueError(f"`{name}` has batch size {labels.shape[0] if labels.dim() else 'none (a scalar)'}, "
+                         f"the inputs {logits.shape[0]}: one label row per example.")
+    if labels.is_floating_point():
+        return
+    if labels.shape != logits.shape[:-1]:
+        raise ValueError(f"`{name}` must have shape {tuple(logits.shape[:-1])} (one class id per "
+                         f"{'example' if logits.dim() == 2 else 'position'}), got {tuple(labels.shape)}.")
+    num_classes = logits.shape[-1]
+    wrong = (labels != ignore_index) & ((labels < 0) | (labels >= num_classes))
+    if bool(wrong.any()):
+        raise ValueError(f"`{name}` contains {labels[wrong][0].item()}, outside the {num_classes} classes "
+                         f"[0, {num_classes}) (or {ignore_index} to ignore a position).")

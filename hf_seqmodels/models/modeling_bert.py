@@ -36,7 +36,7 @@ from transformers.utils import ModelOutput
 from transformers.utils.generic import can_return_tuple
 
 from .configuration_bert import BertConfig
-from .input_checks import check_input_ids, current_mask, is_tracing
+from .input_checks import check_classification_labels, check_input_ids, check_labels, current_mask, is_tracing
 from .multi_head_attention import attention_bias
 from .output_flags import output_flags, structured
 from .positional_encoding import LearnedPositionalEmbedding
@@ -358,6 +358,7 @@ class BertForPreTraining(BertPreTrainedModel):
         nsp_loss = None
         if next_sentence_label is not None:
             target = next_sentence_label.view(-1).to(seq_relationship_logits.device)
+            check_labels(target, seq_relationship_logits, name="next_sentence_label")
             nsp_loss = nn.functional.cross_entropy(seq_relationship_logits.float(), target)
         terms = [term for term in (mlm_loss, nsp_loss) if term is not None]
         return BertForPreTrainingOutput(
@@ -435,6 +436,7 @@ class BertForNextSentencePrediction(BertPreTrainedModel):
         logits = self.nsp_head(out.pooler_output)  # (B, 2)
         loss = None
         if labels is not None:
+            check_labels(labels.view(-1), logits)
             loss = nn.functional.cross_entropy(logits.float(), labels.view(-1).to(logits.device))
         return NextSentencePredictorOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
                                            attentions=out.attentions)
@@ -481,6 +483,7 @@ class BertForSequenceClassification(BertClassifierBase):
         out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
                           output_attentions, output_hidden_states)
         logits = self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
+        check_classification_labels(labels, logits, self.config)
         loss = self.loss_function(labels, logits, self.config) if labels is not None else None
         return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
                                         attentions=out.attentions)
@@ -510,6 +513,7 @@ class BertForTokenClassification(BertClassifierBase):
         out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
                           output_attentions, output_hidden_states)
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, num_labels)
+        check_labels(labels, logits)
         loss = self.loss_function(logits, labels, self.config) if labels is not None else None
         return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
                                      attentions=out.attentions)
@@ -600,6 +604,7 @@ class BertForMultipleChoice(BertClassifierBase):
         logits = self.classifier(self.dropout(out.pooler_output)).view(-1, num_choices)  # (B, C)
         loss = None
         if labels is not None:
+            check_labels(labels.view(-1), logits)
             loss = nn.functional.cross_entropy(logits.float(), labels.view(-1).to(logits.device))
         return MultipleChoiceModelOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
                                          attentions=out.attentions)

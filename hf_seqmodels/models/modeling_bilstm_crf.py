@@ -46,7 +46,7 @@ from transformers.utils.generic import can_return_tuple
 from .char_encoder import fill_char_tables
 from .configuration_bilstm_crf import BiLSTMCRFConfig
 from .crf import LinearChainCRF
-from .input_checks import is_tracing
+from .input_checks import check_labels, is_tracing
 from .modeling_rnn import RNNModel, RNNPreTrainedModel
 from .output_flags import structured
 
@@ -181,7 +181,7 @@ class BiLSTMCRFForTokenClassification(BiLSTMCRFPreTrainedModel):
         """
         emissions, out = self.emissions(input_ids, attention_mask, char_input_ids, output_hidden_states, inputs_embeds)
         if labels is not None:
-            check_tag_ids(labels, emissions.shape[:2], self.num_labels)
+            check_tag_ids(labels, emissions)
         if self.crf is None:
             loss = self.loss_function(emissions, labels, self.config) if labels is not None else None
             return TokenClassifierOutput(loss=loss, logits=emissions, hidden_states=out.hidden_states)
@@ -220,20 +220,12 @@ class BiLSTMCRFForTokenClassification(BiLSTMCRFPreTrainedModel):
         return self.crf.viterbi_decode(emissions, mask)[0]
 
 
-def check_tag_ids(labels: torch.Tensor, shape: torch.Size, num_labels: int) -> None:
-    """``labels`` must be ``(batch, time)`` like the input and hold tag ids in ``[0, num_labels)`` or -100
-    (the value check runs in eager mode only)."""
-    if labels.shape != shape:
-        raise ValueError(f"`labels` must have shape (batch, time) = {tuple(shape)} like the input, got "
-                         f"{tuple(labels.shape)}.")
+def check_tag_ids(labels: torch.Tensor, emissions: torch.Tensor) -> None:
+    """``labels`` must be integer tag ids ``(batch, time)`` like the input, each in ``[0, num_labels)`` or -100
+    (:func:`check_labels`; the value check runs in eager mode only)."""
     if labels.dtype.is_floating_point or labels.dtype == torch.bool:
         raise ValueError(f"`labels` must hold integer tag ids, got dtype {labels.dtype}.")
-    if is_tracing():
-        return
-    bad = labels[(labels != IGNORE_INDEX) & ((labels < 0) | (labels >= num_labels))]
-    if bad.numel():
-        raise ValueError(f"`labels` contains the tag {int(bad[0])}, outside [0, {num_labels}) "
-                         f"(config.num_labels={num_labels}); use -100 at positions without a tag.")
+    check_labels(labels, emissions)
 
 
 __all__ = ["BiLSTMCRFForTokenClassification", "BiLSTMCRFModel", "BiLSTMCRFPreTrainedModel"]

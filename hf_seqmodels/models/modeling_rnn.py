@@ -25,7 +25,7 @@ from .cache_naming import cache_field, given_cache
 from .char_encoder import CharWordEncoder, build_char_encoder, char_output_size, embed_words, fill_char_tables
 from .config_utils import invalid
 from .configuration_rnn import RNNConfig
-from .input_checks import check_input_ids, current_mask
+from .input_checks import check_classification_labels, check_input_ids, check_labels, current_mask
 from .output_flags import output_flags, structured
 from .recurrent_stack import RecurrentStack
 from .state_cache import RecurrentState
@@ -348,6 +348,7 @@ class RNNForSequenceClassification(RNNClassifierBase):
         mask = current_mask(attention_mask, out.last_hidden_state[..., 0])
         pooled = pool_outputs(out.last_hidden_state, out.final_state, mask, self.config.pooling)
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
+        check_classification_labels(labels, logits, self.config)
         loss = self.loss_function(labels, logits, self.config) if labels is not None else None
         return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states)
 
@@ -369,6 +370,7 @@ class RNNForTokenClassification(RNNClassifierBase):
         """Returns ``logits`` ``(batch, time, num_labels)``; labels ``-100`` are ignored."""
         out = self.encode(input_ids, attention_mask, output_hidden_states, char_input_ids, inputs_embeds)
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, num_labels)
+        check_labels(labels, logits)
         loss = self.loss_function(logits, labels, self.config, **kwargs) if labels is not None else None
         return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states)
 

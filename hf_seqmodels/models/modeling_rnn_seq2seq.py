@@ -27,7 +27,7 @@ from transformers.utils.generic import can_return_tuple
 from .attention_state import AttentionDecoderState, CoveragePenaltyLogitsProcessor
 from .cache_naming import CACHE_NAME, cache_field, given_cache, output_cache
 from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
-from .input_checks import check_input_ids, check_source_ids, is_tracing
+from .input_checks import check_input_ids, check_mask_values, check_source_ids, is_tracing
 from .modeling_rnn import RNNPreTrainedModel
 from .output_flags import output_flags, structured
 from .recurrent_stack import RecurrentStack
@@ -123,9 +123,10 @@ def source_mask(attention_mask: torch.Tensor | None, shape: torch.Size) -> torch
     if tuple(attention_mask.shape) != tuple(shape):
         raise ValueError(f"`attention_mask` must have the source's shape {tuple(shape)}, got "
                          f"{tuple(attention_mask.shape)}.")
-    mask = attention_mask.bool()
     if is_tracing():  # no value-dependent check or shortcut in a compiled/exported graph
-        return mask
+        return attention_mask.bool()
+    check_mask_values(attention_mask)
+    mask = attention_mask.bool()
     if not bool(mask.any(dim=1).all()):
         raise ValueError("Every source sentence needs at least one real token (`attention_mask` row of zeros).")
     return None if bool(mask.all()) else mask

@@ -45,11 +45,10 @@ from transformers.modeling_outputs import ModelOutput, SequenceClassifierOutput
 from transformers.utils.generic import can_return_tuple
 
 from .configuration_textcnn import TextCNNConfig
-from .input_checks import check_input_ids, current_mask, is_tracing
+from .input_checks import check_classification_labels, check_input_ids, current_mask
 from .output_flags import output_flags, structured
 
 ACTIVATIONS = {"relu": F.relu, "tanh": torch.tanh}
-IGNORE_INDEX = -100
 
 
 @dataclass
@@ -97,16 +96,6 @@ def pooled_windows(lengths_mask: torch.Tensor, width: int) -> torch.Tensor:
     short = lengths_mask.sum(dim=1, keepdim=True) < width  # (B, 1)
     first = torch.arange(full.shape[1], device=full.device) == 0  # (W,)
     return full | (short & first)
-
-
-def check_class_labels(labels: torch.Tensor, num_labels: int) -> None:
-    """Integer class labels must lie in ``[0, num_labels)`` (or be -100, ignored); eager mode only."""
-    if is_tracing() or labels.dtype.is_floating_point:
-        return
-    bad = labels[(labels != IGNORE_INDEX) & ((labels < 0) | (labels >= num_labels))]
-    if bad.numel():
-        raise ValueError(f"`labels` contains the class {int(bad[0])}, outside [0, {num_labels}) "
-                         f"(config.num_labels={num_labels}); use -100 for an example without a label.")
 
 
 class TextCNNPreTrainedModel(PreTrainedModel):
@@ -337,10 +326,7 @@ class TextCNNForSequenceClassification(TextCNNPreTrainedModel):
         logits = self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
         loss = None
         if labels is not None:
-            if self.config.problem_type == "single_label_classification" or (
-                self.config.problem_type is None and self.num_labels > 1
-            ):
-                check_class_labels(labels, self.num_labels)
+            check_classification_labels(labels, logits, self.config)
             loss = self.loss_function(labels, logits, self.config)
         return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states)
 

@@ -31,7 +31,7 @@ from transformers.utils.generic import can_return_tuple
 
 from .cache_naming import cache_field, given_cache, output_cache
 from .configuration_transformer import TransformerConfig, TransformerConfigBase, TransformerLMConfig
-from .input_checks import check_input_ids, check_source_ids, current_mask, is_tracing
+from .input_checks import check_input_ids, check_mask_values, check_source_ids, current_mask, is_tracing
 from .multi_head_attention import attention_mask as build_attention_mask
 from .output_flags import output_flags, structured
 from .positional_encoding import build_positional_encoding, position_ids_from_mask
@@ -212,9 +212,11 @@ class TransformerDecoder(nn.Module):
         batch, length = target.shape[:2]
         past, key_length = cache_lengths(past_key_values, length)
         padding = attention_mask if attention_mask is None or attention_mask.dim() == 2 else None
-        if padding is not None and not is_tracing() and padding.shape != (batch, int(past) + length):
-            raise ValueError(f"`attention_mask` must have shape (batch, past + new tokens) = "
-                             f"{(batch, int(past) + length)}, got {tuple(padding.shape)}")
+        if padding is not None and not is_tracing():
+            if padding.shape != (batch, int(past) + length):
+                raise ValueError(f"`attention_mask` must have shape (batch, past + new tokens) = "
+                                 f"{(batch, int(past) + length)}, got {tuple(padding.shape)}")
+            check_mask_values(padding)
         if position_ids is None:
             position_ids = position_ids_from_mask(padding, past, length, target.device)
         x = self.embeddings(input_ids, position_ids, inputs_embeds)  # (B, T, d)

@@ -32,8 +32,9 @@ class SinusoidalPositionalEncoding(nn.Module):
     traced graph must not read.
     """
 
-    def __init__(self, hidden_size: int, base: float = 10000.0):
+    def __init__(self, hidden_size: int, base: float = 10000.0, max_positions: int | None = None):
         super().__init__()
+        self.max_positions = max_positions  # the model's max_position_embeddings: longer inputs are refused
         if hidden_size % 2:
             raise ValueError(f"the sinusoidal encoding needs an even hidden size, got {hidden_size}")
         self.hidden_size = hidden_size
@@ -61,7 +62,13 @@ class SinusoidalPositionalEncoding(nn.Module):
     def forward(self, position_ids: torch.LongTensor) -> torch.Tensor:
         if is_tracing():
             return self.encode(position_ids)  # (B, T, d)
-        table = self.table(int(position_ids.max()) + 1, position_ids.device)
+        last = int(position_ids.max())
+        if self.max_positions is not None and last >= self.max_positions:
+            raise ValueError(
+                f"position {last} is past max_position_embeddings={self.max_positions} of this model (the "
+                "sinusoids would go on, but the model was not made for longer sequences); use shorter inputs "
+                "or a config with a larger max_position_embeddings.")
+        table = self.table(last + 1, position_ids.device)
         return nn.functional.embedding(position_ids, table)  # (B, T, d)
 
 
@@ -81,7 +88,7 @@ class LearnedPositionalEmbedding(nn.Embedding):
 
 def build_positional_encoding(kind: str, hidden_size: int, max_positions: int) -> nn.Module:
     if kind == "sinusoidal":
-        return SinusoidalPositionalEncoding(hidden_size)
+        return SinusoidalPositionalEncoding(hidden_size, max_positions=max_positions)
     if kind == "learned":
         return LearnedPositionalEmbedding(max_positions, hidden_size)
     raise ValueError(f"unknown position embedding type {kind!r}; expected one of {POSITION_EMBEDDING_TYPES}")

@@ -40,8 +40,27 @@ def bad_calls(family, head):
         ("mask value -1", "attention_mask", {**inputs, "attention_mask": -inputs["attention_mask"]}),
         ("mask of another batch size", "attention_mask", {**inputs, "attention_mask": inputs["attention_mask"][:1]}),
     ]
+    calls += [
+        ("fractional mask", "attention_mask", {**inputs, "attention_mask": inputs["attention_mask"] * 0.5}),
+        ("ids without a batch axis", "input_ids", {**inputs, "input_ids": ids.reshape(-1)}),
+        ("no token at all", "input_ids", {**{k: v[..., :0] if k in ("input_ids", "attention_mask", "token_type_ids")
+                                            else v for k, v in inputs.items()}}),
+    ]
+    if "decoder_input_ids" in inputs:
+        decoder_ids = inputs["decoder_input_ids"].clone()
+        decoder_ids[0, -1] = model.config.vocab_size
+        calls.append(("decoder id past the vocabulary", "decoder_input_ids", {**inputs, "decoder_input_ids": decoder_ids}))
+    if "token_type_ids" in inputs:
+        types = inputs["token_type_ids"].clone()
+        types.view(-1)[0] = model.config.type_vocab_size
+        calls.append(("segment past type_vocab_size", "token_type_ids", {**inputs, "token_type_ids": types}))
     labels = inputs.get("labels")
     task = family.task_of(head)
+    if labels is not None and task in ("AutoModelForCausalLM", "AutoModelForSeq2SeqLM", "AutoModelForMaskedLM",
+                                       "AutoModelForPreTraining"):
+        targets = labels.clone()
+        targets[0, -1] = model.config.vocab_size
+        calls.append(("target past the vocabulary", "labels", {**inputs, "labels": targets}))
     if labels is not None and task in ("AutoModelForSequenceClassification", "AutoModelForTokenClassification",
                                        "AutoModelForMultipleChoice", "AutoModelForNextSentencePrediction"):
         limit = {"AutoModelForMultipleChoice": ids.shape[1] if ids.dim() == 3 else 2,

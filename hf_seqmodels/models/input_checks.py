@@ -93,6 +93,16 @@ def check_mask_values(mask: torch.Tensor | None, name: str = "attention_mask") -
         raise ValueError(f"`{name}` must hold 0 (padding) and 1 (token) only, got the value {mask[wrong][0].item()}.")
 
 
+def check_target_ids(labels: torch.Tensor | None, vocab_size: int, name: str = "labels") -> None:
+    """Token targets of a language-model loss must lie in ``[0, vocab_size)`` or be -100 (eager mode only)."""
+    if labels is None or is_tracing():
+        return
+    wrong = (labels != -100) & ((labels < 0) | (labels >= vocab_size))
+    if bool(wrong.any()):
+        raise ValueError(f"`{name}` contains the token id {labels[wrong][0].item()}, outside the vocabulary "
+                         f"[0, {vocab_size}) of this model (or -100 to ignore a position).")
+
+
 def check_classification_labels(labels: torch.Tensor | None, logits: torch.Tensor, config) -> None:
     """:func:`check_labels` for a sequence classifier's ``logits`` ``(batch, num_labels)``, with transformers'
     problem types: class ids are range-checked for single-label classification (``problem_type``, or integer

@@ -36,7 +36,14 @@ from transformers.utils import ModelOutput
 from transformers.utils.generic import can_return_tuple
 
 from .configuration_bert import BertConfig
-from .input_checks import check_classification_labels, check_input_ids, check_labels, current_mask, is_tracing
+from .input_checks import (
+    check_classification_labels,
+    check_input_ids,
+    check_labels,
+    check_target_ids,
+    current_mask,
+    is_tracing,
+)
 from .multi_head_attention import attention_bias
 from .output_flags import output_flags, structured
 from .positional_encoding import LearnedPositionalEmbedding
@@ -265,6 +272,7 @@ def masked_lm_logits_and_loss(
     if labels is None:
         return head(hidden), None
     labels = labels.to(hidden.device)
+    check_target_ids(labels, head.decoder.out_features)
     if masked_only:
         selected = labels != -100  # (B, T)
         logits = head(hidden[selected])  # (N, V)

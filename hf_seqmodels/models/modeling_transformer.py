@@ -200,7 +200,7 @@ class TransformerDecoder(nn.Module):
         output_hidden_states, output_attentions = output_flags(self.config, output_hidden_states, output_attentions)
         target = ids_or_embeds(input_ids, inputs_embeds)
         if input_ids is not None:
-            check_input_ids(input_ids, self.config.vocab_size)
+            check_input_ids(input_ids, self.config.vocab_size, "decoder_input_ids" if self.cross_attention else "input_ids")
         if self.cross_attention and encoder_hidden_states is None:
             raise ValueError("the encoder-decoder's decoder needs `encoder_hidden_states` (the encoder output)")
         use_cache = use_cache if use_cache is not None else self.config.use_cache

@@ -6,6 +6,7 @@ import torch
 from transformers import GenerationMixin
 
 from .cache_naming import CACHE_NAME, cache_field, given_cache
+from .input_checks import check_target_ids
 from .state_cache import RecurrentState
 
 
@@ -77,4 +78,6 @@ class StatefulGenerationMixin(GenerationMixin):  # the name must end in "Generat
         ignored. Keyword arguments such as Trainer's ``num_items_in_batch`` go to transformers' loss function."""
         if labels is None and kwargs.get("shift_labels") is None:
             return None
+        check_target_ids(labels, self.config.vocab_size)
+        check_target_ids(kwargs.get("shift_labels"), self.config.vocab_size, "shift_labels")
         return self.loss_function(logits, labels, vocab_size=self.config.vocab_size, **kwargs)

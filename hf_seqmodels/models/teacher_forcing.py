@@ -1,12 +1,14 @@
 """Teacher forcing, shared by every encoder-decoder of the package: decoder inputs and the token loss.
 
-Copied next to the model code by ``save_pretrained``: imports only torch.
+Copied next to the model code by ``save_pretrained`` (with the sibling module it imports).
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
+
+from .input_checks import check_target_ids
 
 
 def shift_tokens_right(labels: torch.LongTensor, pad_token_id: int, decoder_start_token_id: int) -> torch.LongTensor:
@@ -24,6 +26,7 @@ def token_cross_entropy(
     r"""Mean over the labels that are not ``-100`` of the cross-entropy with the smoothed target
     :math:`q = (1 - \epsilon_{ls})\,\mathrm{onehot}(y) + \epsilon_{ls} / V`. Trainer's ``num_items_in_batch``
     (labels in all accumulated micro-batches) replaces the count, so gradient accumulation averages right."""
+    check_target_ids(labels, logits.shape[-1])
     loss = nn.functional.cross_entropy(
         logits.flatten(0, 1).float(), labels.flatten().to(logits.device),
         ignore_index=-100, label_smoothing=label_smoothing, reduction="sum",

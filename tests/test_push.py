@@ -195,6 +195,9 @@ def test_nested_code_checkpoints_and_outward_links_are_never_chosen(saved_folder
     secret.write_text("private")
     (folder / "linked_dir").symlink_to(tmp_path, target_is_directory=True)
     assert set(files_to_push(folder)) == expected_files(saved_folder)
+    out = tmp_path / "dry"
+    assert cli_main(["push", str(folder), "user/tiny-gru", "--dry_run", "--dry_run_dir", str(out)]) == 0
+    assert {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()} == expected_files(saved_folder)
 
     (folder / "vocab.txt").symlink_to(secret)  # an allow-listed name that points out of the folder
     with pytest.raises(PushError, match=r"vocab\.txt is a link to a file outside"):

@@ -27,7 +27,7 @@ MODEL_TYPES = ("hfsm_bert", "hfsm_bilstm_crf", "hfsm_nnlm", "hfsm_rnn", "hfsm_rn
 MODEL_CONFIGS = [type(AutoConfig.for_model(model_type)) for model_type in MODEL_TYPES]
 CONFIG_CLASSES = [*MODEL_CONFIGS, Word2VecConfig, GloVeConfig, SVDConfig, NGramConfig]
 FREE_TEXT = {"char_vocab"}  # strings that are data, not a choice among names
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def own_fields(config_class) -> list[dataclasses.Field]:

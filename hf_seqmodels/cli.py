@@ -89,12 +89,38 @@ def _push(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "export", help="export a saved model with torch.export or to ONNX, checking parity with eager mode",
+        description="Load a saved model folder, export its forward pass with dynamic batch and sequence "
+        "dimensions (ONNX: also the decoding step of recurrent LMs for generation in onnxruntime), compare the "
+        "exported program with eager PyTorch on inputs of another size, and write README.md beside it.",
+    )
+    p.add_argument("--model", required=True, help="a folder written by save_pretrained")
+    p.add_argument("--format", choices=["onnx", "torch"], default="onnx")
+    p.add_argument("--output", required=True, help="the folder to write (created if needed)")
+
+
+def _export(args: argparse.Namespace) -> int:
+    from .export.exporting import export_model, load_saved_model
+
+    try:
+        model = load_saved_model(args.model)
+        result = export_model(model, args.output, format=args.format)
+    except (ValueError, OSError, AssertionError) as error:
+        print(f"error: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=sys.stderr)
+        return 2
+    print(f"Exported {result.model_class} to {result.path} (largest difference from eager: {result.parity:.2e})")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="hf-seqmodels", description=__doc__)
     subparsers = parser.add_subparsers(dest="command", required=True)
     _demo_parser(subparsers)
     _push_parser(subparsers)
+    _export_parser(subparsers)
     subparsers.add_parser("train-lm", help="train a causal LM (same options as training/train_lm.py)",
                           add_help=False)
     subparsers.add_parser("train-seq2seq", help="train a translation model (same options as "
@@ -117,6 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "push":
         return _push(args)
+    if args.command == "export":
+        return _export(args)
     from .demo import DemoOptions, run_demo
 
     options = DemoOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(DemoOptions)})

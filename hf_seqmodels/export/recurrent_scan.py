@@ -1,0 +1,121 @@
+"""A recurrent stack that ``torch.export`` and ONNX can trace with a symbolic sequence length.
+
+torch's fused ``nn.RNN``/``nn.LSTM``/``nn.GRU`` are unrolled over the time steps of the example when exported
+(the sequence length becomes a constant), and the packed sequences that :class:`RecurrentStack` uses for
+padding have data-dependent sizes. While :func:`scan_recurrent_stacks` is active, the stacks of every model
+run the same equations as ``torch._higher_order_ops.scan`` over time instead (an ONNX ``Scan`` after export),
+on the fused module's own parameters, with the padding rule of the package: a padded step leaves the state
+untouched and outputs zeros (each direction skips the padded steps, as packing does). Only inference
+(``eval()``, no dropout) is traced this way; the per-layer path (``output_hidden_states``) and the looped
+peephole LSTM keep their own code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+from torch._higher_order_ops.scan import scan
+
+from ..models.recurrent_stack import FUSED_CELL_TYPES, RecurrentStack
+from ..models.state_cache import RecurrentState
+
+
+def _cell_step(cell_type: str, w_hh: torch.Tensor, b_hh: torch.Tensor | None):
+    """The step ``(state, (gates_x, mask)) -> (new state, output)`` of one layer and direction.
+
+    ``gates_x`` ``(B, G)`` is ``W_ih x_t + b_ih``; ``mask`` ``(B, 1)`` bool, False at padded steps; the state is
+    ``(h,)`` or ``(h, c)``, each ``(B, H)``. Gate order as torch stores it: LSTM ``i, f, g, o``, GRU ``r, z, n``.
+    """
+    def recurrent(h):
+        gates = h @ w_hh.T
+        return gates if b_hh is None else gates + b_hh
+
+    def step(state, xs):
+        gates_x, mask = xs
+        h = state[0]
+        if cell_type == "lstm":
+            i, f, g, o = (gates_x + recurrent(h)).chunk(4, dim=-1)
+            c = torch.sigmoid(f) * state[1] + torch.sigmoid(i) * torch.tanh(g)
+            new = (torch.sigmoid(o) * torch.tanh(c), c)
+        elif cell_type == "gru":
+            r_x, z_x, n_x = gates_x.chunk(3, dim=-1)
+            r_h, z_h, n_h = recurrent(h).chunk(3, dim=-1)
+            r, z = torch.sigmoid(r_x + r_h), torch.sigmoid(z_x + z_h)
+            n = torch.tanh(n_x + r * n_h)
+            new = ((1 - z) * n + z * h,)
+        else:
+            pre = gates_x + recurrent(h)
+            new = (torch.tanh(pre) if cell_type == "rnn_tanh" else torch.relu(pre),)
+        new = tuple(torch.where(mask, n, s) for n, s in zip(new, state, strict=True))  # padded: keep the state
+        return new, torch.where(mask, new[0], torch.zeros_like(new[0]))
+
+    return step
+
+
+def _run_direction(rnn, cell_type, layer: int, reverse: bool, inputs, state, mask):
+    """One layer, one direction: ``inputs`` ``(B, T, I)``, ``state`` tuple of ``(B, H)``, ``mask`` ``(B, T)`` bool
+    -> outputs ``(B, T, H)`` and the final state."""
+    suffix = f"_l{layer}" + ("_reverse" if reverse else "")
+    w_ih, w_hh = getattr(rnn, "weight_ih" + suffix), getattr(rnn, "weight_hh" + suffix)
+    b_ih, b_hh = (getattr(rnn, "bias_ih" + suffix), getattr(rnn, "bias_hh" + suffix)) if rnn.bias else (None, None)
+    gates_x = inputs @ w_ih.T  # (B, T, G)
+    if b_ih is not None:
+        gates_x = gates_x + b_ih
+    xs = (gates_x.transpose(0, 1), mask.transpose(0, 1).unsqueeze(-1))  # (T, B, G), (T, B, 1)
+    if reverse:
+        xs = tuple(x.flip(0) for x in xs)
+    final, outputs = scan(_cell_step(cell_type, w_hh, b_hh), tuple(state), xs)  # outputs (T, B, H)
+    if reverse:
+        outputs = outputs.flip(0)
+    return outputs.transpose(0, 1), tuple(final)
+
+
+def scan_stack(stack: RecurrentStack, inputs: torch.Tensor, torch_state: tuple[torch.Tensor, ...],
+               mask: torch.Tensor | None) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+    """The fused stack over ``inputs`` ``(B, T, I)`` from ``torch_state`` (tensors ``(L * D, B, H)``), with
+    ``mask`` ``(B, T)`` (None: no padding). Returns outputs ``(B, T, D * H)`` and the final state in the same
+    layout as ``torch_state``: the results of ``RecurrentStack._run_module`` on ``stack.rnn``."""
+    if mask is None:
+        mask = torch.ones(inputs.shape[:2], dtype=torch.bool, device=inputs.device)
+    mask = mask.bool()
+    x, finals = inputs, []
+    for layer in range(stack.num_layers):
+        outputs = []
+        for direction in range(stack.num_directions):
+            row = layer * stack.num_directions + direction
+            out, final = _run_direction(stack.rnn, stack.cell_type, layer, direction == 1, x,
+                                        tuple(s[row] for s in torch_state), mask)
+            outputs.append(out)
+            finals.append(final)
+        x = torch.cat(outputs, dim=-1) if len(outputs) > 1 else outputs[0]  # (B, T, D * H)
+    final_state = tuple(torch.stack(parts, dim=0) for parts in zip(*finals, strict=True))  # (L * D, B, H) each
+    return x, final_state
+
+
+@contextlib.contextmanager
+def scan_recurrent_stacks() -> Iterator[None]:
+    """Within the block, every fused :class:`RecurrentStack` in eval mode runs through :func:`scan_stack`, and
+    :class:`RecurrentState` keeps a symbolic ``seq_length`` as it is (its ``int(seq_length)`` would fix the
+    traced sequence length to the example's)."""
+    original = RecurrentStack._run_module
+
+    def run_module(self, rnn, inputs, torch_state, mask):
+        if rnn is not self.rnn or self.cell_type not in FUSED_CELL_TYPES or self.training:
+            return original(self, rnn, inputs, torch_state, mask)
+        state = torch_state if isinstance(torch_state, tuple) else (torch_state,)
+        return scan_stack(self, inputs, state, mask)
+
+    original_init = RecurrentState.__init__
+
+    def init(self, tensors=(), seq_length=0, *args, **kwargs):
+        # RecurrentState stores int(seq_length), which fixes a symbolic sequence length to the example's
+        original_init(self, tensors, 0, *args, **kwargs)
+        self.seq_length = seq_length
+
+    RecurrentStack._run_module, RecurrentState.__init__ = run_module, init
+    try:
+        yield
+    finally:
+        RecurrentStack._run_module, RecurrentState.__init__ = original, original_init

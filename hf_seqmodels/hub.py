@@ -15,6 +15,8 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from .pipelines import save_pipelines
+
 logger = logging.getLogger(__name__)
 
 CELL_CITATIONS = {
@@ -471,10 +473,13 @@ def write_model_card(
 
 def save_for_hub(output_dir: str | Path, model, tokenizer=None, **card_kwargs) -> Path:
     """Save everything a Hub repository needs: config + code, safetensors weights, generation config,
-    tokenizer and model card. The folder loads with ``trust_remote_code=True`` without our package."""
+    tokenizer, model card and the code of the pipelines that run the model
+    (:func:`hf_seqmodels.pipelines.save_pipelines`). The folder loads with ``trust_remote_code=True`` without
+    our package."""
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(output_dir)
+    save_pipelines(model, output_dir)
     if tokenizer is not None:
         tokenizer.save_pretrained(output_dir)
     write_model_card(output_dir, model, tokenizer, **card_kwargs)

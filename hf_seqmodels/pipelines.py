@@ -1,8 +1,15 @@
-"""Pipelines for tasks that transformers 5 removed: translation and extractive question answering.
+"""Pipelines for tasks that transformers 5 removed: translation, text-to-text generation, summarisation and
+extractive question answering.
 
-``import hf_seqmodels`` registers :class:`TranslationPipeline` as ``hfsm-translation`` for every
-``AutoModelForSeq2SeqLM`` and :class:`QuestionAnsweringPipeline` as ``hfsm-question-answering`` for every
-``AutoModelForQuestionAnswering``::
+``import hf_seqmodels`` registers :class:`TranslationPipeline` as ``hfsm-translation``,
+:class:`Text2TextGenerationPipeline` as ``hfsm-text2text-generation`` and :class:`SummarizationPipeline` as
+``hfsm-summarization`` for every ``AutoModelForSeq2SeqLM``, and :class:`QuestionAnsweringPipeline` as
+``hfsm-question-answering`` for every ``AutoModelForQuestionAnswering``.
+
+A folder written by :func:`save_pipelines` (``hub.save_for_hub`` calls it) carries these tasks in its
+``config.json`` (``custom_pipelines``) and this module's code beside the model's, so the pipelines also run
+where the package is not installed, as transformers' custom pipelines do. ``pipeline()`` then asks for
+``trust_remote_code=True``, with or without the package::
 
     translate = pipeline("hfsm-translation", model=folder, trust_remote_code=True)
     translate("a source sentence", num_beams=5, max_new_tokens=50)  # [{"translation_text": "..."}]
@@ -15,21 +22,28 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForQuestionAnswering, AutoModelForSeq2SeqLM, AutoTokenizer, Pipeline
+from transformers.dynamic_module_utils import custom_object_save
 from transformers.pipelines import PIPELINE_REGISTRY
 
-from .hub import SOURCE_TOKENIZER_FOLDER
+# This module is also saved beside a model as remote code (save_pipelines), where it may import only the
+# standard library, torch, transformers and its sibling modules (here qa_spans): nothing else of the package.
 from .qa_spans import best_spans
 
 TRANSLATION_TASK = "hfsm-translation"
+TEXT2TEXT_TASK = "hfsm-text2text-generation"
+SUMMARIZATION_TASK = "hfsm-summarization"
 QUESTION_ANSWERING_TASK = "hfsm-question-answering"
+SOURCE_TOKENIZER_FOLDER = "source_tokenizer"  # the same name as hub.SOURCE_TOKENIZER_FOLDER
 
 
-class TranslationPipeline(Pipeline):
-    """Source text in, ``{"translation_text": ...}`` out; keyword arguments go to ``model.generate``.
+class Text2TextGenerationPipeline(Pipeline):
+    """Source text in, ``{"generated_text": ...}`` out (one dict per returned sequence); keyword arguments go
+    to ``model.generate`` (``num_beams``, ``max_new_tokens``, ``num_return_sequences``, ...).
 
     ``tokenizer`` is the target side's: it decodes the output. A model with separate source and target
     vocabularies (``config.source_vocab_size`` set) encodes its input with ``source_tokenizer``: a tokenizer
@@ -37,6 +51,8 @@ class TranslationPipeline(Pipeline):
     from. With one shared vocabulary ``tokenizer`` encodes the source too.
     """
 
+    task_name = TEXT2TEXT_TASK
+    output_key = "generated_text"
     _pipeline_calls_generate = True
     _load_processor = False
     _load_image_processor = False
@@ -53,7 +69,7 @@ class TranslationPipeline(Pipeline):
         source_vocab_size = getattr(config, "source_vocab_size", None)
         if source_vocab_size is None:
             if source_tokenizer is not None:
-                raise ValueError(f"{TRANSLATION_TASK}: this model shares one vocabulary between source and target "
+                raise ValueError(f"{self.task_name}: this model shares one vocabulary between source and target "
                                  "(config.source_vocab_size=None), so it takes no `source_tokenizer`; its tokenizer "
                                  "encodes the source.")
             return self.tokenizer
@@ -63,7 +79,7 @@ class TranslationPipeline(Pipeline):
             source_tokenizer = AutoTokenizer.from_pretrained(source_tokenizer)
         if source_tokenizer is None:
             raise ValueError(
-                f"{TRANSLATION_TASK}: this model has separate source and target vocabularies (config.source_vocab_size="
+                f"{self.task_name}: this model has separate source and target vocabularies (config.source_vocab_size="
                 f"{source_vocab_size}, vocab_size={config.vocab_size}) and no source tokenizer was found in "
                 f"{config.name_or_path!r}/{SOURCE_TOKENIZER_FOLDER}: pass `source_tokenizer=` (a tokenizer or its "
                 "folder) to pipeline().")
@@ -90,7 +106,7 @@ class TranslationPipeline(Pipeline):
 
     def preprocess(self, text: str):
         if not isinstance(text, str):
-            raise ValueError(f"{TRANSLATION_TASK} translates strings, got {type(text).__name__}.")
+            raise ValueError(f"{self.task_name} takes a string (or a list of strings), got {type(text).__name__}.")
         # encoded as in training (seq2seq_data.encode_corpus): the tokens without special tokens, then <eos>
         ids = self.source_tokenizer(text, add_special_tokens=False)["input_ids"]
         if self.source_tokenizer.eos_token_id is not None:
@@ -103,10 +119,24 @@ class TranslationPipeline(Pipeline):
 
     def postprocess(self, model_outputs, clean_up_tokenization_spaces=True):
         return [
-            {"translation_text": self.tokenizer.decode(ids, skip_special_tokens=True,
+            {self.output_key: self.tokenizer.decode(ids, skip_special_tokens=True,
                                                        clean_up_tokenization_spaces=clean_up_tokenization_spaces)}
             for ids in model_outputs["output_ids"]
         ]
+
+
+class TranslationPipeline(Text2TextGenerationPipeline):
+    """Source text in, ``{"translation_text": ...}`` out; as :class:`Text2TextGenerationPipeline`."""
+
+    task_name = TRANSLATION_TASK
+    output_key = "translation_text"
+
+
+class SummarizationPipeline(Text2TextGenerationPipeline):
+    """Document in, ``{"summary_text": ...}`` out; as :class:`Text2TextGenerationPipeline`."""
+
+    task_name = SUMMARIZATION_TASK
+    output_key = "summary_text"
 
 
 class QuestionAnsweringPipeline(Pipeline):
@@ -176,22 +206,75 @@ class QuestionAnsweringPipeline(Pipeline):
         return answers[0] if top_k == 1 else answers
 
 
+#: ``{task: (pipeline class, the Auto class whose models it runs)}``
+PIPELINE_TASKS = {
+    TRANSLATION_TASK: (TranslationPipeline, AutoModelForSeq2SeqLM),
+    TEXT2TEXT_TASK: (Text2TextGenerationPipeline, AutoModelForSeq2SeqLM),
+    SUMMARIZATION_TASK: (SummarizationPipeline, AutoModelForSeq2SeqLM),
+    QUESTION_ANSWERING_TASK: (QuestionAnsweringPipeline, AutoModelForQuestionAnswering),
+}
+
+
 def register_pipelines() -> None:
-    """Make ``pipeline("hfsm-translation", ...)`` and ``pipeline("hfsm-question-answering", ...)`` available
-    (run by ``import hf_seqmodels``)."""
+    """Make ``pipeline(task, ...)`` available for every task of :data:`PIPELINE_TASKS` (run by
+    ``import hf_seqmodels``)."""
     tasks = PIPELINE_REGISTRY.get_supported_tasks()
-    if TRANSLATION_TASK not in tasks:
-        PIPELINE_REGISTRY.register_pipeline(TRANSLATION_TASK, pipeline_class=TranslationPipeline,
-                                            pt_model=AutoModelForSeq2SeqLM, type="text")
-    if QUESTION_ANSWERING_TASK not in tasks:
-        PIPELINE_REGISTRY.register_pipeline(QUESTION_ANSWERING_TASK, pipeline_class=QuestionAnsweringPipeline,
-                                            pt_model=AutoModelForQuestionAnswering, type="text")
+    for task, (pipeline_class, auto_class) in PIPELINE_TASKS.items():
+        if task not in tasks:
+            PIPELINE_REGISTRY.register_pipeline(task, pipeline_class=pipeline_class, pt_model=auto_class, type="text")
+
+
+def custom_pipelines_for(model) -> dict[str, dict]:
+    """The ``custom_pipelines`` entries of ``config.json`` for the tasks that run ``model``: those whose Auto
+    class maps the model's config class to the model's own class (a seq2seq LM serves translation, text-to-text
+    generation and summarisation, a question-answering head serves question answering; a base model none).
+
+    Each entry is ``{"impl": "pipelines.<Class>", "pt": ["<Auto class>"], "type": "text"}``, the form that
+    transformers' ``Pipeline.save_pretrained`` writes and ``pipeline(..., trust_remote_code=True)`` reads.
+    """
+    entries = {}
+    for task, (pipeline_class, auto_class) in PIPELINE_TASKS.items():
+        mapping = auto_class._model_mapping
+        if type(model.config) in mapping and mapping[type(model.config)] is type(model):
+            module = pipeline_class.__module__.rsplit(".", 1)[-1]
+            entries[task] = {"impl": f"{module}.{pipeline_class.__name__}", "pt": [auto_class.__name__],
+                             "type": "text"}
+    return entries
+
+
+def save_pipelines(model, save_directory: str | Path) -> list[str]:
+    """Make the pipelines that run ``model`` shareable from ``save_directory``, a folder ``model`` was saved to.
+
+    Adds ``custom_pipelines`` (:func:`custom_pipelines_for`) to the folder's ``config.json`` and copies this
+    module with its sibling ``qa_spans.py`` beside the model's code, so that
+    ``pipeline("hfsm-translation", model=folder, trust_remote_code=True)`` works without the package. Returns
+    the tasks written (none for a model that no pipeline of :data:`PIPELINE_TASKS` runs: nothing is written).
+    """
+    config_file = Path(save_directory) / "config.json"
+    if not config_file.is_file():
+        raise ValueError(f"save_pipelines: save_directory={str(save_directory)!r} has no config.json; call "
+                         "model.save_pretrained(save_directory) first.")
+    entries = custom_pipelines_for(model)
+    if not entries:
+        return []
+    custom_object_save(TranslationPipeline, save_directory)  # this file and its relative imports
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    config["custom_pipelines"] = {**config.get("custom_pipelines", {}), **entries}
+    config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return sorted(entries)
 
 
 __all__ = [
+    "PIPELINE_TASKS",
     "QUESTION_ANSWERING_TASK",
     "QuestionAnsweringPipeline",
+    "SUMMARIZATION_TASK",
+    "SummarizationPipeline",
+    "TEXT2TEXT_TASK",
     "TRANSLATION_TASK",
+    "Text2TextGenerationPipeline",
     "TranslationPipeline",
+    "custom_pipelines_for",
     "register_pipelines",
+    "save_pipelines",
 ]

@@ -189,3 +189,21 @@ def test_a_registered_pipeline_saves_itself_for_sharing(bert_tokenizer, tmp_path
         """)
     answer = json.loads(run_in_python_without_package(script, cwd=tmp_path).stdout.strip().splitlines()[-1])
     assert answer["answer"] == expected["answer"] and answer["score"] == pytest.approx(expected["score"], abs=1e-5)
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError,
+                   reason="the base encoder-decoders still ask for decoder ids when given none (the decoder's "
+                          "`input_ids`/`inputs_embeds` check); they should return the encoder's states then")
+@pytest.mark.parametrize("family", ["transformer", "rnn"])
+def test_feature_extraction_of_an_encoder_decoder_gives_the_encoder_states(family, word_tokenizer, tmp_path):
+    from hf_seqmodels import RNNSeq2SeqModel
+
+    config = (transformer_seq2seq if family == "transformer" else rnn_seq2seq)(word_tokenizer).config
+    model = (TransformerModel if family == "transformer" else RNNSeq2SeqModel)(config).eval()
+    model.save_pretrained(tmp_path)
+    word_tokenizer.save_pretrained(tmp_path)
+    features = pipeline("feature-extraction", model=str(tmp_path))("the cat sat", return_tensors=True)
+    encoded = word_tokenizer("the cat sat", return_tensors="pt")
+    with torch.no_grad():
+        encoder_states = model.get_encoder()(encoded["input_ids"], encoded["attention_mask"]).last_hidden_state
+    torch.testing.assert_close(features, encoder_states)  # (1, S, H)

@@ -19,6 +19,7 @@ from .models import (
     BiLSTMCRFModel,
     NNLMConfig,
     NNLMForCausalLM,
+    NNLMModel,
     RecurrentState,
     RNNConfig,
     RNNForCausalLM,
@@ -35,6 +36,7 @@ from .models import (
     TransformerForCausalLM,
     TransformerForConditionalGeneration,
     TransformerLMConfig,
+    TransformerLMModel,
     TransformerModel,
 )
 from .pipelines import QuestionAnsweringPipeline, TranslationPipeline, register_pipelines
@@ -60,6 +62,7 @@ __all__ = [
     "BertModel",
     "NNLMConfig",
     "NNLMForCausalLM",
+    "NNLMModel",
     "RNNConfig",
     "RNNForCausalLM",
     "RNNForSequenceClassification",
@@ -78,6 +81,7 @@ __all__ = [
     "TransformerForCausalLM",
     "TransformerForConditionalGeneration",
     "TransformerLMConfig",
+    "TransformerLMModel",
     "TransformerModel",
     "__version__",
 ]

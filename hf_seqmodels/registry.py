@@ -40,6 +40,7 @@ from .models import (
     BiLSTMCRFModel,
     NNLMConfig,
     NNLMForCausalLM,
+    NNLMModel,
     RNNConfig,
     RNNForCausalLM,
     RNNForSequenceClassification,
@@ -55,6 +56,7 @@ from .models import (
     TransformerForCausalLM,
     TransformerForConditionalGeneration,
     TransformerLMConfig,
+    TransformerLMModel,
     TransformerModel,
 )
 
@@ -82,11 +84,10 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
     ),
     Family(
         name="nnlm", config_class=NNLMConfig,
-        heads={AutoModelForCausalLM: NNLMForCausalLM},
+        heads={AutoModel: NNLMModel, AutoModelForCausalLM: NNLMForCausalLM},
         make_inputs=sequence_inputs, hidden_states=lambda config: {"hidden_states": 2},  # x = [C(w)...], tanh layer
         common_properties=("vocab_size", "hidden_size"),
-        capabilities=Capabilities(stateful_cache=True, inputs_embeds=True, has_base_model=False,
-                                  gradient_checkpointing=False),
+        capabilities=Capabilities(stateful_cache=True, inputs_embeds=True, gradient_checkpointing=False),
     ),
     Family(
         name="rnn", config_class=RNNConfig,
@@ -116,13 +117,12 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
     ),
     Family(
         name="transformer_lm", config_class=TransformerLMConfig,
-        heads={AutoModelForCausalLM: TransformerForCausalLM},
+        heads={AutoModel: TransformerLMModel, AutoModelForCausalLM: TransformerForCausalLM},
         make_inputs=sequence_inputs,
         hidden_states=lambda config: {"hidden_states": config.decoder_layers + 1},
         attentions=lambda config: {"attentions": config.decoder_layers},
         common_properties=("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"),
-        capabilities=Capabilities(static_cache=True, inputs_embeds=True, has_base_model=False, sdpa=True,
-                                  tied_embeddings=True),
+        capabilities=Capabilities(static_cache=True, inputs_embeds=True, sdpa=True, tied_embeddings=True),
     ),
     Family(
         name="bert", config_class=BertConfig,

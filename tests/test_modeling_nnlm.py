@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from model_test_utils import left_pad, random_ids, run_without_package
-from transformers import AutoModelForCausalLM
+from transformers import AutoModel, AutoModelForCausalLM
 
 import hf_seqmodels  # noqa: F401
 from hf_seqmodels import NNLMConfig, NNLMForCausalLM
@@ -25,11 +25,11 @@ def test_forward_equals_the_paper_equation(direct):
     logits = model(ids).logits
     n_ctx, pad = model.config.context_size, model.config.pad_token_id
     padded = torch.cat([torch.full((2, n_ctx), pad), ids], dim=1)
-    C = model.embed_tokens.weight
+    C = model.nnlm.embed_tokens.weight
     for t in range(6):
         window = padded[:, t + 1 : t + 1 + n_ctx]  # the n-1 tokens ending at position t
         x = C[window].reshape(2, -1)
-        y = model.lm_head.bias + torch.tanh(model.hidden.bias + x @ model.hidden.weight.T) @ model.lm_head.weight.T
+        y = model.lm_head.bias + torch.tanh(model.nnlm.hidden.bias + x @ model.nnlm.hidden.weight.T) @ model.lm_head.weight.T
         if direct:
             y = y + x @ model.direct.weight.T
         assert torch.allclose(logits[:, t], y, atol=1e-5)
@@ -116,7 +116,7 @@ def test_hidden_states_are_the_context_and_the_tanh_layer():
     out = model(ids, output_hidden_states=True)
     x, h = out.hidden_states
     assert x.shape == (2, 6, 3 * 8) and h.shape == (2, 6, 16)
-    torch.testing.assert_close(h, torch.tanh(model.hidden(x)))
+    torch.testing.assert_close(h, torch.tanh(model.nnlm.hidden(x)))
     torch.testing.assert_close(out.logits, model.lm_head(h) + model.direct(x))
     x.retain_grad()
     out.logits.sum().backward()
@@ -134,7 +134,7 @@ def test_resize_keeps_every_old_score_and_resizes_the_direct_connections(direct)
     with torch.no_grad():
         before = model(ids).logits
     model.resize_token_embeddings(130)
-    assert model.embed_tokens.num_embeddings == model.lm_head.out_features == model.lm_head.bias.shape[0] == 130
+    assert model.nnlm.embed_tokens.num_embeddings == model.lm_head.out_features == model.lm_head.bias.shape[0] == 130
     if direct:
         assert model.direct.weight.shape == (130, 24)
     out = model(torch.cat([ids, torch.tensor([[129], [120]])], dim=1), labels=ids.new_zeros(2, 6))
@@ -171,10 +171,56 @@ def test_missing_weights_are_initialised_and_reported(tmp_path, device_map):
 
     tiny_model(init_range=0.05).save_pretrained(tmp_path)
     weights = load_file(str(tmp_path / "model.safetensors"))
-    missing = {"direct.weight", "hidden.bias"}
+    missing = {"direct.weight", "nnlm.hidden.bias"}
     save_file({k: v for k, v in weights.items() if k not in missing}, str(tmp_path / "model.safetensors"),
               metadata={"format": "pt"})
     loaded, info = NNLMForCausalLM.from_pretrained(tmp_path, output_loading_info=True, device_map=device_map)
     assert set(info["missing_keys"]) == missing
-    assert 0 < loaded.direct.weight.abs().max() <= 0.05 and not loaded.hidden.bias.any()
+    assert 0 < loaded.direct.weight.abs().max() <= 0.05 and not loaded.nnlm.hidden.bias.any()
     assert all(p.device.type == "cpu" for p in loaded.parameters())
+
+
+def test_the_base_model_is_the_body_of_the_head(tmp_path):
+    """NNLMModel returns tanh(d + H x) and the context state; the head's logits are its output layer over it,
+    and each loads from the other's folder."""
+    from hf_seqmodels import NNLMModel
+
+    model = tiny_model()
+    ids = random_ids(2, 6, 99)
+    base_out = model.nnlm(ids, output_hidden_states=True)
+    x, h = base_out.hidden_states
+    assert base_out.last_hidden_state is h and h.shape == (2, 6, 16)
+    torch.testing.assert_close(model(ids).logits, model.lm_head(h) + model.direct(x))
+    first = model.nnlm(ids[:, :4])
+    torch.testing.assert_close(model.nnlm(ids[:, 4:], cache=output_cache(first)).last_hidden_state, h[:, 4:])
+    assert isinstance(model.nnlm(ids, return_dict=False), tuple)
+    model.save_pretrained(tmp_path / "head")
+    base, info = AutoModel.from_pretrained(tmp_path / "head", output_loading_info=True)
+    assert type(base) is NNLMModel and not info["missing_keys"]
+    torch.testing.assert_close(base(ids).last_hidden_state, h)
+    base.save_pretrained(tmp_path / "base")
+    head, info = NNLMForCausalLM.from_pretrained(tmp_path / "base", output_loading_info=True)
+    assert set(info["missing_keys"]) == {"lm_head.weight", "lm_head.bias", "direct.weight"}
+    torch.testing.assert_close(head.nnlm.hidden.weight, model.nnlm.hidden.weight)
+
+
+def test_a_checkpoint_saved_before_the_base_model_existed_loads(tmp_path):
+    """Folders written when the head held C and H itself (keys without the ``nnlm.`` prefix) load into the head
+    and into the base model without missing weights."""
+    from safetensors.torch import load_file, save_file
+
+    from hf_seqmodels import NNLMModel
+
+    model = tiny_model()
+    model.save_pretrained(tmp_path)
+    weights = load_file(str(tmp_path / "model.safetensors"))
+    assert {"nnlm.embed_tokens.weight", "nnlm.hidden.weight", "lm_head.weight", "direct.weight"} <= set(weights)
+    old = {k.removeprefix("nnlm."): v for k, v in weights.items()}
+    save_file(old, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    ids = random_ids(2, 6, 99)
+    loaded, info = NNLMForCausalLM.from_pretrained(tmp_path, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    torch.testing.assert_close(loaded(ids).logits, model(ids).logits)
+    base, info = NNLMModel.from_pretrained(tmp_path, output_loading_info=True)
+    assert not info["missing_keys"]
+    torch.testing.assert_close(base(ids).last_hidden_state, model.nnlm(ids).last_hidden_state)

@@ -24,6 +24,7 @@ from hf_seqmodels import (
     TransformerForCausalLM,
     TransformerForConditionalGeneration,
     TransformerLMConfig,
+    TransformerLMModel,
     TransformerModel,
 )
 from hf_seqmodels.models.cache_naming import output_cache
@@ -530,12 +531,53 @@ def test_causal_lm_save_and_auto_load(tmp_path):
     assert torch.equal(model(ids).logits, loaded(ids).logits)
 
 
+def test_the_lm_base_model_is_the_body_of_the_head(tmp_path):
+    """TransformerLMModel is ``model`` of TransformerForCausalLM: the head's logits are its output layer over the
+    base model's last hidden state, the keys stay ``model.*`` and each loads from the other's folder."""
+    lm = causal_lm()
+    ids = random_ids(2, 6, V)
+    assert type(lm.model) is TransformerLMModel and lm.base_model is lm.model
+    out = lm.model(ids, output_hidden_states=True, output_attentions=True)
+    assert len(out.hidden_states) == 3 and len(out.attentions) == 2 and out.hidden_states[-1] is out.last_hidden_state
+    torch.testing.assert_close(lm(ids).logits, lm.lm_head(out.last_hidden_state))
+    first = lm.model(ids[:, :4], use_cache=True)
+    rest = lm.model(ids[:, 4:], cache=output_cache(first)).last_hidden_state
+    torch.testing.assert_close(rest, out.last_hidden_state[:, 4:], atol=1e-5, rtol=1e-4)
+    assert isinstance(lm.model(ids, return_dict=False), tuple)
+    assert "model.embeddings.embed_tokens.weight" in lm.state_dict()  # the keys of earlier checkpoints
+    lm.save_pretrained(tmp_path / "head")
+    base, info = AutoModel.from_pretrained(tmp_path / "head", output_loading_info=True)
+    assert type(base) is TransformerLMModel and not info["missing_keys"]
+    torch.testing.assert_close(base.eval()(ids).last_hidden_state, out.last_hidden_state)
+    base.save_pretrained(tmp_path / "base")
+    head, info = AutoModelForCausalLM.from_pretrained(tmp_path / "base", output_loading_info=True)
+    assert not info["missing_keys"]  # lm_head is tied to the embeddings
+    torch.testing.assert_close(head.eval()(ids).logits, lm(ids).logits)
+
+
+def test_seq2seq_generation_continues_from_a_returned_cache_reading_only_unread_tokens():
+    """``generate(decoder_input_ids=whole prefix, cache=returned cache)`` feeds the decoder only what the cache
+    has not read: the same logits as continuing without a cache, and a cache that grows by the new tokens only."""
+    model = seq2seq()
+    src = random_ids(2, 6, V)
+    kw = dict(do_sample=False, return_dict_in_generate=True, output_logits=True)
+    first = model.generate(src, max_new_tokens=3, min_new_tokens=3, **kw)
+    prefix = torch.cat([first.sequences, torch.full((2, 2), 7)], dim=1)  # 4 + 2 tokens; the cache read 3
+    assert output_cache(first).get_seq_length() == 3
+    again = model.generate(src, decoder_input_ids=prefix, cache=output_cache(first), max_new_tokens=2,
+                           min_new_tokens=2, **kw)
+    fresh = model.generate(src, decoder_input_ids=prefix, max_new_tokens=2, min_new_tokens=2, **kw)
+    torch.testing.assert_close(torch.stack(again.logits, 1), torch.stack(fresh.logits, 1), atol=1e-5, rtol=1e-4)
+    assert output_cache(again).get_seq_length() == prefix.shape[1] + 1  # the last new token is not read
+
+
 def test_auto_model_registration():
     config = AutoConfig.for_model("hfsm_transformer", **TransformerConfig.PRESETS["tiny"])
     assert isinstance(AutoModel.from_config(config), TransformerModel)
     assert isinstance(AutoModelForSeq2SeqLM.from_config(config), TransformerForConditionalGeneration)
     lm_config = AutoConfig.for_model("hfsm_transformer_lm", **TransformerLMConfig.PRESETS["tiny"])
     assert isinstance(AutoModelForCausalLM.from_config(lm_config), TransformerForCausalLM)
+    assert isinstance(AutoModel.from_config(lm_config), TransformerLMModel)
 
 
 @pytest.mark.parametrize("preset, low, high", [("transformer-base", 60e6, 66e6), ("transformer-big", 205e6, 215e6)])

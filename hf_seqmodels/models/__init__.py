@@ -45,7 +45,7 @@ from .modeling_bert import (
     BertPreTrainedModel,
 )
 from .modeling_bilstm_crf import BiLSTMCRFForTokenClassification, BiLSTMCRFModel, BiLSTMCRFPreTrainedModel
-from .modeling_nnlm import NNLMForCausalLM, NNLMPreTrainedModel
+from .modeling_nnlm import NNLMForCausalLM, NNLMModel, NNLMPreTrainedModel
 from .modeling_rnn import (
     RNNForCausalLM,
     RNNForSequenceClassification,
@@ -67,6 +67,7 @@ from .modeling_textcnn import (
 from .modeling_transformer import (
     TransformerForCausalLM,
     TransformerForConditionalGeneration,
+    TransformerLMModel,
     TransformerModel,
     TransformerPreTrainedModel,
 )
@@ -95,6 +96,7 @@ __all__ = [
     "BertPreTrainedModel",
     "NNLMConfig",
     "NNLMForCausalLM",
+    "NNLMModel",
     "NNLMPreTrainedModel",
     "RNNConfig",
     "RNNForCausalLM",
@@ -123,6 +125,7 @@ __all__ = [
     "TransformerForCausalLM",
     "TransformerForConditionalGeneration",
     "TransformerLMConfig",
+    "TransformerLMModel",
     "TransformerModel",
     "TransformerPreTrainedModel",
 ]

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
-from transformers.modeling_outputs import CausalLMOutputWithPast
+from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 from transformers.utils.generic import can_return_tuple
 
 from .cache_naming import cache_field, given_cache
@@ -34,28 +34,20 @@ class NNLMPreTrainedModel(PreTrainedModel):
                 init.zeros_(module.bias)
 
 
-class NNLMForCausalLM(NNLMPreTrainedModel, StatefulGenerationMixin):
-    """``P(w_t | w_{t-n+1..t-1}) = softmax(b + W x + U tanh(d + H x))``, ``x = [C(w_{t-n+1}); …; C(w_{t-1})]``.
+class NNLMModel(NNLMPreTrainedModel):
+    """The body of the NNLM: the table ``C`` and the tanh layer, ``h_t = tanh(d + H x_t)`` with
+    ``x_t = [C(w_{t-n+1}); …; C(w_{t-1})]``.
 
-    The window of the last ``n - 1`` tokens is the model's state: it is returned as
-    ``past_key_values`` (a :class:`RecurrentState` holding ``(batch, n - 1)`` ids, or their embeddings
-    ``(batch, n - 1, embedding_size)`` once the model has read ``inputs_embeds``), so a forward pass
-    over any number of new tokens continues exactly where the previous one stopped. This is what
-    lets ``generate()`` feed one token per step and still give every step its full context, and what
-    lets training read contiguous streams without losing context at batch boundaries.
-
-    ``hidden_states`` (``output_hidden_states``): ``(x, tanh(d + H x))``, the concatenated context embeddings
-    ``(batch, time, context_size * embedding_size)`` and the hidden layer ``(batch, time, hidden_size)``.
+    The window of the last ``n - 1`` tokens is the model's state: it is returned as the cache (a
+    :class:`RecurrentState` holding ``(batch, n - 1)`` ids, or their embeddings ``(batch, n - 1, embedding_size)``
+    once the model has read ``inputs_embeds``), so a forward pass over any number of new tokens continues exactly
+    where the previous one stopped.
     """
 
     def __init__(self, config: NNLMConfig):
         super().__init__(config)
-        n_inputs = config.context_size * config.embedding_size
         self.embed_tokens = nn.Embedding(config.vocab_size, config.embedding_size)  # C
-        self.hidden = nn.Linear(n_inputs, config.hidden_size)  # H, d
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size)  # U, b
-        self.direct = nn.Linear(n_inputs, config.vocab_size, bias=False) if config.direct_connections else None  # W
+        self.hidden = nn.Linear(config.context_size * config.embedding_size, config.hidden_size)  # H, d
         self.post_init()
 
     def get_input_embeddings(self):
@@ -63,30 +55,6 @@ class NNLMForCausalLM(NNLMPreTrainedModel, StatefulGenerationMixin):
 
     def set_input_embeddings(self, value):
         self.embed_tokens = value
-
-    def get_output_embeddings(self):
-        return self.lm_head
-
-    def set_output_embeddings(self, new_embeddings):
-        self.lm_head = new_embeddings
-
-    def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
-        """transformers' resize of ``C`` and of the output layer ``U, b``, plus the direct connections ``W``
-        (one row per output token): new rows are the mean of the old ones (``mean_resizing``), else drawn as at
-        initialisation."""
-        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
-        if self.direct is not None and self.direct.out_features != embeddings.num_embeddings:
-            old, rows = self.direct.weight.data, embeddings.num_embeddings
-            new = old[:rows].clone() if rows <= old.shape[0] else torch.cat([old, old.new_empty(rows - old.shape[0], old.shape[1])])
-            if rows > old.shape[0]:
-                added = new[old.shape[0]:]
-                if mean_resizing:
-                    added.copy_(old.mean(dim=0, keepdim=True).expand_as(added))
-                else:
-                    added.uniform_(-self.config.init_range, self.config.init_range)
-            self.direct.weight = nn.Parameter(new, requires_grad=self.direct.weight.requires_grad)
-            self.direct.out_features = rows
-        return embeddings
 
     @property
     def context_fill_id(self) -> int:
@@ -103,30 +71,38 @@ class NNLMForCausalLM(NNLMPreTrainedModel, StatefulGenerationMixin):
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         past_key_values: RecurrentState | None = None,
-        labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         output_hidden_states: bool | None = None,
         cache: RecurrentState | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         **kwargs,
-    ) -> CausalLMOutputWithPast:
+    ) -> BaseModelOutputWithPast:
         """
         Args:
-            input_ids: ``(batch, time)``.
+            input_ids: ``(batch, time)``; or ``inputs_embeds`` ``(batch, time, embedding_size)``, rows of ``C``
+                (or any vectors) instead of ids.
             attention_mask: 0 at padding; padded tokens are read as the pad id, the same token that
                 fills the context before a sequence starts, so left padding never changes a result.
             past_key_values: the last ``n - 1`` tokens of earlier calls (None: the initial context); also
                 accepted as ``cache``, the name transformers >= 5.24 uses.
-            labels: shifted inside like every causal LM; ``shift_labels`` (already aligned) take their place.
-            inputs_embeds: ``(batch, time, embedding_size)`` rows of ``C`` (or any vectors) instead of ids.
 
         Returns:
-            ``logits`` ``(batch, time, vocab_size)``, the new context as ``past_key_values`` (``cache``
-            with transformers >= 5.24) and, with ``output_hidden_states``, ``(x, tanh(d + H x))``.
+            ``last_hidden_state`` ``tanh(d + H x)`` ``(batch, time, hidden_size)``, the new context as the cache
+            (``past_key_values`` before transformers 5.24) and, with ``output_hidden_states``, ``(x, tanh(d + H x))``
+            with ``x`` ``(batch, time, context_size * embedding_size)``.
         """
-        past_key_values = given_cache(past_key_values, cache)
         use_cache = use_cache if use_cache is not None else self.config.use_cache
         output_hidden_states, _ = output_flags(self.config, output_hidden_states)
+        x, h, state = self.encode(input_ids, attention_mask, given_cache(past_key_values, cache), inputs_embeds)
+        return BaseModelOutputWithPast(last_hidden_state=h, **cache_field(state if use_cache else None),
+                                       hidden_states=(x, h) if output_hidden_states else None)
+
+    def encode(self, input_ids: torch.LongTensor | None, attention_mask: torch.Tensor | None = None,
+               past_key_values: RecurrentState | None = None, inputs_embeds: torch.FloatTensor | None = None,
+               ) -> tuple[torch.Tensor, torch.Tensor, RecurrentState]:
+        """:meth:`forward` as plain values: ``(x (B, T, (n-1) * m), h (B, T, h), state)``, ``state`` the
+        :class:`RecurrentState` after the last token. The language-model head calls it directly, since its
+        direct connections read ``x``."""
         tokens = self._tokens(input_ids, inputs_embeds, attention_mask)  # (B, T) ids or (B, T, m) vectors
         batch, time = tokens.shape[:2]
         n_ctx = self.config.context_size
@@ -137,17 +113,9 @@ class NNLMForCausalLM(NNLMPreTrainedModel, StatefulGenerationMixin):
         stream = torch.cat([context, tokens], dim=1)  # (B, n-1 + T) or (B, n-1 + T, m)
         x = self._windows(stream, time).reshape(batch, time, -1)  # (B, T, (n-1) * m)
         h = torch.tanh(self.hidden(x))  # (B, T, h)
-        logits = self.lm_head(self.dropout(h))  # (B, T, V)
-        if self.direct is not None:
-            logits = logits + self.direct(x)
-        loss = self.causal_lm_loss(logits, labels, **kwargs)
-        state = None
-        if use_cache:
-            record = past_key_values is not None and past_key_values.record_past
-            steps = [(stream[:, t + 1 : t + 1 + n_ctx],) for t in range(time)] if record else None
-            state = RecurrentState.after(past_key_values, (stream[:, -n_ctx:],), time, steps)
-        return CausalLMOutputWithPast(loss=loss, logits=logits, **cache_field(state),
-                                      hidden_states=(x, h) if output_hidden_states else None)
+        record = past_key_values is not None and past_key_values.record_past
+        steps = [(stream[:, t + 1 : t + 1 + n_ctx],) for t in range(time)] if record else None
+        return x, h, RecurrentState.after(past_key_values, (stream[:, -n_ctx:],), time, steps)
 
     def _tokens(self, input_ids, inputs_embeds, attention_mask) -> torch.Tensor:
         """The new tokens, ids ``(B, T)`` or vectors ``(B, T, m)``, with padded positions replaced by the
@@ -175,4 +143,100 @@ class NNLMForCausalLM(NNLMPreTrainedModel, StatefulGenerationMixin):
         return stream.unfold(1, n_ctx, 1)[:, 1:].transpose(-1, -2)  # (B, T, m, n-1) -> (B, T, n-1, m)
 
 
-__all__ = ["NNLMPreTrainedModel", "NNLMForCausalLM"]
+class NNLMForCausalLM(NNLMPreTrainedModel, StatefulGenerationMixin):
+    """``P(w_t | w_{t-n+1..t-1}) = softmax(b + W x + U tanh(d + H x))``, ``x = [C(w_{t-n+1}); …; C(w_{t-1})]``.
+
+    :class:`NNLMModel` (``self.nnlm``) computes ``x`` and ``tanh(d + H x)`` and carries the window of the last
+    ``n - 1`` tokens as its state (the cache), so a forward pass over any number of new tokens continues
+    exactly where the previous one stopped. This is what lets ``generate()`` feed one token per step and still
+    give every step its full context, and what lets training read contiguous streams without losing context at
+    batch boundaries. The head adds the output layer ``U, b`` and the direct connections ``W``.
+
+    ``hidden_states`` (``output_hidden_states``): ``(x, tanh(d + H x))``, the concatenated context embeddings
+    ``(batch, time, context_size * embedding_size)`` and the hidden layer ``(batch, time, hidden_size)``.
+    Checkpoints saved before the base model existed (keys ``embed_tokens.*``, ``hidden.*``) load unchanged:
+    transformers adds the ``nnlm.`` prefix to the keys of the body.
+    """
+
+    def __init__(self, config: NNLMConfig):
+        super().__init__(config)
+        n_inputs = config.context_size * config.embedding_size
+        self.nnlm = NNLMModel(config)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size)  # U, b
+        self.direct = nn.Linear(n_inputs, config.vocab_size, bias=False) if config.direct_connections else None  # W
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.nnlm.embed_tokens
+
+    def set_input_embeddings(self, value):
+        self.nnlm.embed_tokens = value
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def set_output_embeddings(self, new_embeddings):
+        self.lm_head = new_embeddings
+
+    def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
+        """transformers' resize of ``C`` and of the output layer ``U, b``, plus the direct connections ``W``
+        (one row per output token): new rows are the mean of the old ones (``mean_resizing``), else drawn as at
+        initialisation."""
+        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        if self.direct is not None and self.direct.out_features != embeddings.num_embeddings:
+            old, rows = self.direct.weight.data, embeddings.num_embeddings
+            new = old[:rows].clone() if rows <= old.shape[0] else torch.cat([old, old.new_empty(rows - old.shape[0], old.shape[1])])
+            if rows > old.shape[0]:
+                added = new[old.shape[0]:]
+                if mean_resizing:
+                    added.copy_(old.mean(dim=0, keepdim=True).expand_as(added))
+                else:
+                    added.uniform_(-self.config.init_range, self.config.init_range)
+            self.direct.weight = nn.Parameter(new, requires_grad=self.direct.weight.requires_grad)
+            self.direct.out_features = rows
+        return embeddings
+
+    @property
+    def context_fill_id(self) -> int:
+        """The id read before the first token and at padded positions (see :class:`NNLMModel`)."""
+        return self.nnlm.context_fill_id
+
+    def initial_context(self, batch_size: int, device: torch.device) -> torch.LongTensor:
+        """The context before the first token: ``(batch, n - 1)`` copies of ``context_fill_id``."""
+        return self.nnlm.initial_context(batch_size, device)
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: RecurrentState | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        output_hidden_states: bool | None = None,
+        cache: RecurrentState | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        **kwargs,
+    ) -> CausalLMOutputWithPast:
+        """
+        Args:
+            input_ids, attention_mask, past_key_values (or ``cache``), inputs_embeds: as :meth:`NNLMModel.forward`.
+            labels: shifted inside like every causal LM; ``shift_labels`` (already aligned) take their place.
+
+        Returns:
+            ``logits`` ``(batch, time, vocab_size)``, the new context as ``past_key_values`` (``cache``
+            with transformers >= 5.24) and, with ``output_hidden_states``, ``(x, tanh(d + H x))``.
+        """
+        use_cache = use_cache if use_cache is not None else self.config.use_cache
+        output_hidden_states, _ = output_flags(self.config, output_hidden_states)
+        x, h, state = self.nnlm.encode(input_ids, attention_mask, given_cache(past_key_values, cache), inputs_embeds)
+        logits = self.lm_head(self.dropout(h))  # (B, T, V)
+        if self.direct is not None:
+            logits = logits + self.direct(x)
+        loss = self.causal_lm_loss(logits, labels, **kwargs)
+        return CausalLMOutputWithPast(loss=loss, logits=logits, **cache_field(state if use_cache else None),
+                                      hidden_states=(x, h) if output_hidden_states else None)
+
+
+__all__ = ["NNLMPreTrainedModel", "NNLMModel", "NNLMForCausalLM"]

@@ -4,7 +4,8 @@
 * :class:`TransformerDecoder` – embeddings, then ``N`` × (masked self-attention, encoder-decoder attention,
   feed-forward); without the encoder-decoder attention it is the GPT-style decoder-only stack;
 * :class:`TransformerModel`, :class:`TransformerForConditionalGeneration` (the translation model: final
-  linear + softmax over the target vocabulary) and :class:`TransformerForCausalLM`.
+  linear + softmax over the target vocabulary), :class:`TransformerLMModel` (the decoder-only stack as a base
+  model) and :class:`TransformerForCausalLM`.
 
 The layers are in ``transformer_layers.py``, attention in ``multi_head_attention.py``. During generation
 the decoder's self-attention keys and values grow in a ``DynamicCache``; the encoder-decoder attention
@@ -29,6 +30,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils.generic import can_return_tuple
 
+from .cache_continuation import continue_from_cache
 from .cache_naming import cache_field, given_cache, output_cache
 from .configuration_transformer import TransformerConfig, TransformerConfigBase, TransformerLMConfig
 from .input_checks import check_input_ids, check_mask_values, check_source_ids, current_mask, is_tracing
@@ -137,17 +139,21 @@ class TransformerEncoder(nn.Module):
         )
 
 
-class TransformerDecoder(nn.Module):
+class DecoderStack:
     """``N`` decoder layers over the embedded target prefix, with the causal mask (position ``t`` sees
     positions ``<= t`` only). ``cross_attention=False`` gives the decoder-only language model.
+
+    The modules and the forward of the stack, shared by :class:`TransformerDecoder` (a module inside the
+    encoder-decoder) and :class:`TransformerLMModel` (the decoder-only base model): the same attribute names
+    (``embeddings``, ``layers``, ``final_norm``), hence the same state-dict keys.
 
     The cache may be a ``DynamicCache`` (keys grow by concatenation) or a ``StaticCache`` (fixed-size
     buffers written in place, for ``torch.compile``; ``generate(cache_implementation="static")``); an
     encoder-decoder wraps two of them in an ``EncoderDecoderCache``.
     """
 
-    def __init__(self, config: TransformerConfigBase, embed_tokens: nn.Embedding, cross_attention: bool):
-        super().__init__()
+    def build_stack(self, config: TransformerConfigBase, embed_tokens: nn.Embedding, cross_attention: bool) -> None:
+        """Create the stack's modules on ``self`` (an ``nn.Module`` whose ``__init__`` has run)."""
         self.config = config
         self.cross_attention = cross_attention
         self.embeddings = TransformerEmbeddings(config, embed_tokens)
@@ -244,6 +250,14 @@ class TransformerDecoder(nn.Module):
             attentions=tuple(self_attentions) if output_attentions else None,
             cross_attentions=tuple(cross_attentions) if output_attentions and self.cross_attention else None,
         )
+
+
+class TransformerDecoder(DecoderStack, nn.Module):
+    """The decoder stack as a module of :class:`TransformerModel` (see :class:`DecoderStack`)."""
+
+    def __init__(self, config: TransformerConfigBase, embed_tokens: nn.Embedding, cross_attention: bool):
+        super().__init__()
+        self.build_stack(config, embed_tokens, cross_attention)
 
 
 class TransformerPreTrainedModel(PreTrainedModel):
@@ -420,6 +434,16 @@ class TransformerForConditionalGeneration(SourceVocabularyMixin, TransformerPreT
             past_key_values.reorder_cache(beam_idx)
         return past_key_values
 
+    def prepare_inputs_for_generation(self, input_ids, next_sequence_length=None, past_key_values=None,
+                                      attention_mask=None, cache=None, **kwargs):
+        """transformers' inputs of one decoding step; continuing from a cache passed to ``generate`` with the
+        full decoder prefix, the first step reads only the tokens the cache has not seen
+        (:func:`continue_from_cache`)."""
+        cache = given_cache(past_key_values, cache)
+        next_sequence_length = continue_from_cache(cache, input_ids, next_sequence_length)
+        return super().prepare_inputs_for_generation(input_ids, next_sequence_length, cache, attention_mask,
+                                                     **kwargs)
+
     @can_return_tuple
     def forward(
         self,
@@ -476,8 +500,33 @@ class TransformerForConditionalGeneration(SourceVocabularyMixin, TransformerPreT
         )
 
 
+class TransformerLMModel(DecoderStack, TransformerPreTrainedModel):
+    """The decoder-only (GPT-style) Transformer without its output layer: embeddings, ``N`` × (masked
+    self-attention, feed-forward) and, pre-norm, a final LayerNorm; the body of :class:`TransformerForCausalLM`
+    (its ``model``). ``forward`` is :meth:`DecoderStack.forward`: ``last_hidden_state`` ``(B, T, d_model)``,
+    the ``DynamicCache`` (or the static cache it was given), ``hidden_states`` (``N + 1``) and ``attentions``
+    (``N`` × ``(B, H, T, past + T)``)."""
+
+    config_class = TransformerLMConfig
+    config: TransformerLMConfig
+    _no_split_modules = ["TransformerDecoderLayer"]
+
+    def __init__(self, config: TransformerLMConfig):
+        super().__init__(config)
+        self.build_stack(config, nn.Embedding(config.vocab_size, config.d_model), cross_attention=False)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embeddings.embed_tokens
+
+    def set_input_embeddings(self, value):
+        self.embeddings.embed_tokens = value
+
+    forward = can_return_tuple(DecoderStack.forward)
+
+
 class TransformerForCausalLM(TransformerPreTrainedModel, GenerationMixin):
-    r"""Decoder-only (GPT-style) language model: the decoder stack without encoder-decoder attention,
+    r"""Decoder-only (GPT-style) language model: :class:`TransformerLMModel` (``model``), then
     :math:`p(w_t \mid w_{<t}) = \mathrm{softmax}(h_t W_{out})`, with :math:`W_{out}` tied to the embeddings
     when ``tie_word_embeddings``. The cache is a ``DynamicCache`` of the self-attention keys and values."""
 
@@ -488,15 +537,15 @@ class TransformerForCausalLM(TransformerPreTrainedModel, GenerationMixin):
 
     def __init__(self, config: TransformerLMConfig):
         super().__init__(config)
-        self.model = TransformerDecoder(config, nn.Embedding(config.vocab_size, config.d_model), cross_attention=False)
+        self.model = TransformerLMModel(config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.post_init()
 
     def get_input_embeddings(self):
-        return self.model.embeddings.embed_tokens
+        return self.model.get_input_embeddings()
 
     def set_input_embeddings(self, value):
-        self.model.embeddings.embed_tokens = value
+        self.model.set_input_embeddings(value)
 
     def get_output_embeddings(self):
         return self.lm_head
@@ -537,8 +586,8 @@ class TransformerForCausalLM(TransformerPreTrainedModel, GenerationMixin):
             ``CausalLMOutputWithPast``: ``loss``, ``logits`` ``(B, T, vocab_size)``, the ``DynamicCache``,
             ``hidden_states`` (``N + 1`` × ``(B, T, d_model)``) and ``attentions`` (``N`` × ``(B, H, T, past + T)``).
         """
-        out = self.model(
-            input_ids, attention_mask=attention_mask, past_key_values=given_cache(past_key_values, cache),
+        out = structured(
+            self.model, input_ids, attention_mask=attention_mask, past_key_values=given_cache(past_key_values, cache),
             use_cache=use_cache, position_ids=position_ids, inputs_embeds=inputs_embeds,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
         )
@@ -559,6 +608,7 @@ __all__ = [
     "TransformerEncoder",
     "TransformerForCausalLM",
     "TransformerForConditionalGeneration",
+    "TransformerLMModel",
     "TransformerModel",
     "TransformerPreTrainedModel",
 ]

@@ -7,8 +7,8 @@ word2vec.c's and the same for both: 100 dimensions, window 5, min_count 5, 5 noi
 of it, ``--threads`` threads each (torch intra-op threads for ours, gensim ``workers``).
 
 Every training runs in its own process, so that its peak memory can be read: "peak MB" is the highest
-resident set size sampled every 20 ms during training, minus the resident size just before it (the
-import and the corpus excluded). Speed is in-vocabulary words per second of training time. Quality:
+resident set size sampled every 20 ms from the allocation of the weights to the end of training, minus the
+resident size just before (the import and the corpus excluded; gensim's window starts at ``build_vocab``). Speed is in-vocabulary words per second of training time. Quality:
 Spearman correlation on WordSim353 and analogies answered correctly (of the questions whose four words
 are known), both from the files of gensim's test data, evaluated by the same code
 (:meth:`WordVectors.evaluate_word_pairs`, :meth:`WordVectors.evaluate_analogies`) for both libraries.
@@ -44,7 +44,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--variants", nargs="+", default=VARIANTS, choices=VARIANTS)
     p.add_argument("--only", nargs="+", default=["word2vec", "glove", "svd"], choices=["word2vec", "glove", "svd"])
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=2, help="threads of each library (1 on a busy machine: "
+                   "OpenMP threads that wait for a descheduled sibling burn the time they should save)")
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--glove_epochs", type=int, default=25)
     p.add_argument("--glove_repeat", type=int, default=10, help="GloVe also trains on the corpus repeated this often")
@@ -114,8 +115,8 @@ def _run(job: dict, queue: mp.Queue) -> None:
                          sample=1e-3, alpha=config.learning_rate,
                          min_alpha=config.learning_rate * config.min_learning_rate_ratio, workers=job["threads"],
                          seed=job["seed"])
-        model.build_vocab(sentences)
-        with PeakMemory() as memory:
+        with PeakMemory() as memory:  # from build_vocab, which allocates the weights (ours: the trainer does)
+            model.build_vocab(sentences)
             start = time.perf_counter()
             model.train(sentences, total_examples=len(sentences), epochs=job["epochs"])
             seconds = time.perf_counter() - start
@@ -149,7 +150,13 @@ def run(job: dict) -> dict:
     queue = context.Queue()
     process = context.Process(target=_run, args=(job, queue))
     process.start()
-    result = queue.get()
+    while True:
+        try:
+            result = queue.get(timeout=5)
+            break
+        except Exception as error:  # queue.Empty: still training, unless the process died
+            if not process.is_alive():
+                raise RuntimeError(f"The {job['method']} run {job} failed (exit code {process.exitcode}).") from error
     process.join()
     return result
 

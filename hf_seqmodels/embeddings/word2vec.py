@@ -101,7 +101,7 @@ class Word2VecConfig(PresetMixin):
     epochs: int = 5
     batch_words: int = 512
     max_node_hits: int = 16
-    chunk_words: int = 65536
+    chunk_words: int = 16384
     seed: int = 0
 
     def __post_init__(self) -> None:

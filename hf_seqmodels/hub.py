@@ -591,6 +591,13 @@ def files_to_push(folder: str | Path) -> list[str]:
             module = ref.split("--")[-1].rsplit(".", 1)[0] + ".py"
             if not (folder / module).is_file():
                 raise PushError(f"{folder} has no {module}, which config.json's auto_map names ({ref}).")
+    for task, entry in (config.get("custom_pipelines") or {}).items():
+        implementation = entry.get("impl") if isinstance(entry, dict) else None
+        module = implementation.split("--")[-1].rsplit(".", 1)[0] + ".py" if isinstance(implementation, str) else None
+        if module is None or not (folder / module).is_file():
+            raise PushError(f"{folder} has no {module or 'pipeline module'}, which config.json's custom_pipelines "
+                            f"names for {task!r} ({implementation}); save the folder with "
+                            "hf_seqmodels.hub.save_for_hub (or hf_seqmodels.pipelines.save_pipelines).")
     pickles = sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix.lower() in PICKLE_SUFFIXES)
     if pickles:
         raise PushError(f"{folder} holds pickle-format files {pickles}: publish safetensors weights only "

@@ -16,7 +16,7 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
-from hf_seqmodels import RNNConfig, RNNForCausalLM
+from hf_seqmodels import RNNConfig, RNNForCausalLM, TransformerConfig, TransformerForConditionalGeneration
 from hf_seqmodels.cli import main as cli_main
 from hf_seqmodels.hub import PushError, files_to_push, push_folder_to_hub, save_for_hub
 
@@ -205,3 +205,14 @@ def test_nested_code_checkpoints_and_outward_links_are_never_chosen(saved_folder
     (folder / "vocab.txt").unlink()
     (folder / "vocab.txt").symlink_to(folder / "notes.txt")  # a link that stays inside is a plain file
     assert "vocab.txt" in files_to_push(folder)
+
+
+def test_a_pipeline_named_by_the_config_but_missing_is_refused(tmp_path, no_network):
+    folder = tmp_path / "seq2seq"
+    config = TransformerConfig.from_preset("tiny")
+    save_for_hub(folder, TransformerForConditionalGeneration(config))
+    assert "hfsm-translation" in json.loads((folder / "config.json").read_text())["custom_pipelines"]
+    assert "pipelines.py" in files_to_push(folder)
+    (folder / "pipelines.py").unlink()  # e.g. a loaded model saved again with plain save_pretrained
+    with pytest.raises(PushError, match=r"has no pipelines\.py, which config\.json's custom_pipelines names"):
+        files_to_push(folder)

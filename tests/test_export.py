@@ -25,6 +25,10 @@ ONNX_KNOWN_FAILURES = {
     "TextCNNForSequenceClassification": "aten.sort.stable has no ONNX translation",
     "BiLSTMCRFForTokenClassification": "the CRF head's decoding does not convert to ONNX",
 }
+#: heads whose traced forward fixes the sequence length to the example's (torch.export parity at another length)
+TORCH_KNOWN_FAILURES = {
+    "BiLSTMCRFForTokenClassification": "the CRF's Viterbi/forward recursions loop over time steps in Python",
+}
 
 
 def _model(family, head):
@@ -34,6 +38,8 @@ def _model(family, head):
 
 @pytest.mark.parametrize("family, head", HEADS)
 def test_torch_export_parity(family, head, tmp_path):
+    if head.__name__ in TORCH_KNOWN_FAILURES:
+        pytest.xfail(TORCH_KNOWN_FAILURES[head.__name__])
     result = export_model(_model(family, head), tmp_path, format="torch")
     assert result.path.is_file() and (tmp_path / "README.md").is_file()
     assert result.parity <= 1e-4

@@ -100,7 +100,7 @@ class Word2VecConfig(PresetMixin):
     min_learning_rate_ratio: float = 1e-4
     epochs: int = 5
     batch_words: int = 512
-    max_node_hits: int = 16
+    max_node_hits: int = 64
     chunk_words: int = 16384
     seed: int = 0
 

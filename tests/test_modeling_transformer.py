@@ -571,6 +571,25 @@ def test_seq2seq_generation_continues_from_a_returned_cache_reading_only_unread_
     assert output_cache(again).get_seq_length() == prefix.shape[1] + 1  # the last new token is not read
 
 
+def test_seq2seq_beam_search_continues_from_a_cache_of_one_row_per_source():
+    """Beams and returned sequences repeat the rows of a passed cache (``continue_from_cache``); a row count
+    that is no multiple of the cache's is a ValueError naming both."""
+    model = seq2seq()
+    src = random_ids(2, 6, V)
+    first = model.generate(src, max_new_tokens=3, min_new_tokens=3, do_sample=False, return_dict_in_generate=True)
+    prefix = torch.cat([first.sequences, torch.full((2, 2), 7)], dim=1)
+    kw = dict(max_new_tokens=3, min_new_tokens=3, num_beams=2, num_return_sequences=2, return_dict_in_generate=True,
+              output_scores=True)
+    cached = model.generate(src, decoder_input_ids=prefix, cache=output_cache(first), **kw)
+    fresh = model.generate(src, decoder_input_ids=prefix, **kw)
+    assert torch.equal(cached.sequences, fresh.sequences)
+    torch.testing.assert_close(cached.sequences_scores, fresh.sequences_scores, atol=1e-5, rtol=1e-4)
+    first = model.generate(src, max_new_tokens=3, min_new_tokens=3, do_sample=False, return_dict_in_generate=True)
+    with pytest.raises(ValueError, match="The cache holds 2 rows, which does not divide the 3 rows"):
+        model.generate(src[:1].repeat(3, 1), decoder_input_ids=prefix[[0, 1, 0]], cache=output_cache(first),
+                       max_new_tokens=2)
+
+
 def test_auto_model_registration():
     config = AutoConfig.for_model("hfsm_transformer", **TransformerConfig.PRESETS["tiny"])
     assert isinstance(AutoModel.from_config(config), TransformerModel)

@@ -19,7 +19,6 @@ import torch
 from torch._higher_order_ops.scan import scan
 
 from ..models.recurrent_stack import FUSED_CELL_TYPES, RecurrentStack
-from ..models.state_cache import RecurrentState
 
 
 def _cell_step(cell_type: str, w_hh: torch.Tensor, b_hh: torch.Tensor | None):
@@ -96,9 +95,7 @@ def scan_stack(stack: RecurrentStack, inputs: torch.Tensor, torch_state: tuple[t
 
 @contextlib.contextmanager
 def scan_recurrent_stacks() -> Iterator[None]:
-    """Within the block, every fused :class:`RecurrentStack` in eval mode runs through :func:`scan_stack`, and
-    :class:`RecurrentState` keeps a symbolic ``seq_length`` as it is (its ``int(seq_length)`` would fix the
-    traced sequence length to the example's)."""
+    """Within the block, every fused :class:`RecurrentStack` in eval mode runs through :func:`scan_stack`."""
     original = RecurrentStack._run_module
 
     def run_module(self, rnn, inputs, torch_state, mask):
@@ -107,15 +104,8 @@ def scan_recurrent_stacks() -> Iterator[None]:
         state = torch_state if isinstance(torch_state, tuple) else (torch_state,)
         return scan_stack(self, inputs, state, mask)
 
-    original_init = RecurrentState.__init__
-
-    def init(self, tensors=(), seq_length=0, *args, **kwargs):
-        # RecurrentState stores int(seq_length), which fixes a symbolic sequence length to the example's
-        original_init(self, tensors, 0, *args, **kwargs)
-        self.seq_length = seq_length
-
-    RecurrentStack._run_module, RecurrentState.__init__ = run_module, init
+    RecurrentStack._run_module = run_module
     try:
         yield
     finally:
-        RecurrentStack._run_module, RecurrentState.__init__ = original, original_init
+        RecurrentStack._run_module = original

@@ -43,7 +43,8 @@ class RecurrentState(Cache):
     def __init__(self, tensors: StateTensors = (), seq_length: int = 0):
         super().__init__(layers=[])
         self.tensors = tuple(tensors)
-        self.seq_length = int(seq_length)
+        # a symbolic length (torch.export) stays symbolic: int() would fix the traced length to the example's
+        self.seq_length = seq_length if isinstance(seq_length, torch.SymInt) else int(seq_length)
         self.record_past = False
         self._past: dict[int, StateTensors] = {}  # seq_length -> tensors, while recording
 

@@ -46,6 +46,9 @@ def bad_calls(family, head):
         ("no token at all", "input_ids", {**{k: v[..., :0] if k in ("input_ids", "attention_mask", "token_type_ids")
                                             else v for k, v in inputs.items()}}),
     ]
+    if "decoder_input_ids" in inputs and family.task_of(head) != "AutoModel":  # a base model runs its encoder
+        without_target = {k: v for k, v in inputs.items() if k not in ("decoder_input_ids", "labels")}
+        calls.append(("no decoder input", "decoder_input_ids", without_target))
     if "decoder_input_ids" in inputs:
         decoder_ids = inputs["decoder_input_ids"].clone()
         decoder_ids[0, -1] = model.config.vocab_size

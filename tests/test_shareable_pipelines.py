@@ -191,9 +191,6 @@ def test_a_registered_pipeline_saves_itself_for_sharing(bert_tokenizer, tmp_path
     assert answer["answer"] == expected["answer"] and answer["score"] == pytest.approx(expected["score"], abs=1e-5)
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="the base encoder-decoders still ask for decoder ids when given none (the decoder's "
-                          "`input_ids`/`inputs_embeds` check); they should return the encoder's states then")
 @pytest.mark.parametrize("family", ["transformer", "rnn"])
 def test_feature_extraction_of_an_encoder_decoder_gives_the_encoder_states(family, word_tokenizer, tmp_path):
     from hf_seqmodels import RNNSeq2SeqModel

@@ -25,6 +25,7 @@ from transformers.modeling_outputs import ModelOutput, Seq2SeqLMOutput, Seq2SeqM
 from transformers.utils.generic import can_return_tuple
 
 from .attention_state import AttentionDecoderState, CoveragePenaltyLogitsProcessor
+from .cache_continuation import continue_from_cache
 from .cache_naming import CACHE_NAME, cache_field, given_cache, output_cache
 from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
 from .input_checks import check_input_ids, check_mask_values, check_source_ids, is_tracing
@@ -34,7 +35,7 @@ from .recurrent_stack import RecurrentStack
 from .rnn_attention import attention_weights, build_attention
 from .source_vocabulary import SourceVocabularyMixin
 from .stateful_generation import StatefulGenerationMixin
-from .teacher_forcing import shift_tokens_right, token_cross_entropy
+from .teacher_forcing import needs_decoder_inputs, shift_tokens_right, token_cross_entropy
 
 
 @dataclass
@@ -338,6 +339,9 @@ class RNNSeq2SeqModel(SourceVocabularyMixin, RNNSeq2SeqPreTrainedModel):
             encoder_outputs = RNNSeq2SeqEncoderOutput(*encoder_outputs)
         memory = encoder_outputs.last_hidden_state  # (B, S, M)
         mask = source_mask(attention_mask, memory.shape[:2])
+        if decoder_input_ids is None:  # the source alone: the encoder's states (feature extraction)
+            return Seq2SeqModelOutput(encoder_last_hidden_state=memory,
+                                      encoder_hidden_states=encoder_outputs.hidden_states if output_hidden_states else None)
         check_input_ids(decoder_input_ids, self.config.vocab_size, "decoder_input_ids")
         use_cache = use_cache if use_cache is not None else self.config.use_cache
         past_key_values = given_cache(past_key_values, cache)
@@ -428,6 +432,7 @@ class RNNSeq2SeqForConditionalGeneration(SourceVocabularyMixin, RNNSeq2SeqPreTra
         ids, ``-100`` ignored; ``decoder_input_ids`` default to them shifted right (teacher forcing).
         Returns ``logits`` ``(batch, tgt_len, vocab_size)`` and the cross-entropy ``loss`` (with
         ``config.label_smoothing``)."""
+        needs_decoder_inputs(decoder_input_ids, labels=labels)
         if labels is not None and decoder_input_ids is None:
             decoder_input_ids = shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
         out = structured(
@@ -465,15 +470,8 @@ class RNNSeq2SeqForConditionalGeneration(SourceVocabularyMixin, RNNSeq2SeqPreTra
         ``batch`` rows is repeated for beams or several returned sequences (``batch * k`` rows of ids).
         """
         state = given_cache(past_key_values, cache)
-        if state is not None and not state.is_empty and next_sequence_length is None:
-            unread = input_ids.shape[1] - state.get_seq_length()
-            if unread > 0:
-                next_sequence_length = unread
-            if state.batch_size != input_ids.shape[0]:
-                if input_ids.shape[0] % state.batch_size:
-                    raise ValueError(f"The cache holds {state.batch_size} rows, which does not divide the "
-                                     f"{input_ids.shape[0]} rows of `decoder_input_ids`.")
-                state.batch_repeat_interleave(input_ids.shape[0] // state.batch_size)
+        if state is not None and not state.is_empty:
+            next_sequence_length = continue_from_cache(state, input_ids, next_sequence_length)
         return super().prepare_inputs_for_generation(input_ids, next_sequence_length, state, attention_mask,
                                                      **kwargs)
 

@@ -38,7 +38,7 @@ from .multi_head_attention import attention_mask as build_attention_mask
 from .output_flags import output_flags, structured
 from .positional_encoding import build_positional_encoding, position_ids_from_mask
 from .source_vocabulary import SourceVocabularyMixin
-from .teacher_forcing import shift_tokens_right, token_cross_entropy
+from .teacher_forcing import needs_decoder_inputs, shift_tokens_right, token_cross_entropy
 from .transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
 
 
@@ -362,6 +362,10 @@ class TransformerModel(SourceVocabularyMixin, TransformerPreTrainedModel):
                                            inputs_embeds=inputs_embeds)
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs)
+        if decoder_input_ids is None and decoder_inputs_embeds is None:  # the source alone: the encoder's states
+            return Seq2SeqModelOutput(encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+                                      encoder_hidden_states=encoder_outputs.hidden_states,
+                                      encoder_attentions=encoder_outputs.attentions)
         decoder_outputs = self.decoder(
             decoder_input_ids, attention_mask=decoder_attention_mask,
             encoder_hidden_states=encoder_outputs.last_hidden_state, encoder_attention_mask=attention_mask,
@@ -473,6 +477,7 @@ class TransformerForConditionalGeneration(SourceVocabularyMixin, TransformerPreT
             ``Seq2SeqLMOutput``: ``loss`` (label-smoothed with ``config.label_smoothing``), ``logits``
             ``(B, T, vocab_size)`` and the fields of :class:`TransformerModel`.
         """
+        needs_decoder_inputs(decoder_input_ids, decoder_inputs_embeds, labels)
         if labels is not None and decoder_input_ids is None and decoder_inputs_embeds is None:
             decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
         out = structured(

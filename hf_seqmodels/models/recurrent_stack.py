@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from transformers.modeling_layers import GradientCheckpointingLayer
 
 from .input_checks import is_tracing
 from .recurrent_cells import LOOPED_CELLS
@@ -75,6 +76,18 @@ def _build_rnn(cell_type: str, **kwargs) -> nn.RNNBase:
     raise ValueError(f"Invalid `cell_type`={cell_type!r}: expected one of {', '.join(CELL_TYPES)}.")
 
 
+class RecomputedCall(GradientCheckpointingLayer):
+    """``recompute(function, *args)`` is ``function(*args)``; after the model's ``activation_checkpointing_enable()``
+    a training call keeps only ``args`` and runs ``function`` again in the backward pass (transformers'
+    ``GradientCheckpointingLayer`` mechanism, with its ``use_reentrant`` choice). The stack passes its state as
+    flat tensors, so that reentrant checkpointing, which sees only the tensors passed and returned directly,
+    keeps the gradients of the initial and final states too. It holds no parameters: the state dict is the
+    stack's."""
+
+    def forward(self, function, *args):
+        return function(*args)
+
+
 class RecurrentStack(nn.Module):
     """Stacked, optionally bidirectional RNN/LSTM/GRU (or peephole LSTM) over batch-first sequences.
 
@@ -87,11 +100,6 @@ class RecurrentStack(nn.Module):
         bidirectional: run a second stack right-to-left and concatenate the outputs.
         dropout: dropout on the outputs of every layer but the last.
     """
-
-    # Set by the model's `activation_checkpointing_enable()` (with `_gradient_checkpointing_func`): the stack is
-    # checkpointed as a function of flat tensors, so that reentrant checkpointing, which sees only tensors passed
-    # and returned directly, keeps the gradients of the initial and final states too.
-    gradient_checkpointing = False
 
     def __init__(
         self,
@@ -119,6 +127,7 @@ class RecurrentStack(nn.Module):
             batch_first=True,
         )
         self._layer_templates: list[nn.RNNBase] = []  # one-layer modules on "meta", not registered (no weights)
+        self.recompute = RecomputedCall()  # activation checkpointing of the whole stack (no weights)
 
     @property
     def output_size(self) -> int:
@@ -158,10 +167,7 @@ class RecurrentStack(nn.Module):
         """
         if state is None:
             state = self.initial_state(inputs.shape[0], inputs)
-        if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
-            flat = self._gradient_checkpointing_func(self._run, inputs, mask, output_layers, *state)
-        else:
-            flat = self._run(inputs, mask, output_layers, *state)
+        flat = self.recompute(self._run, inputs, mask, output_layers, *state)
         n = self.num_state_tensors
         outputs, final = flat[0], tuple(s.transpose(0, 1) for s in flat[1 : 1 + n])
         return (outputs, final, tuple(flat[1 + n :])) if output_layers else (outputs, final)

@@ -35,4 +35,14 @@ def token_cross_entropy(
     return loss / count
 
 
-__all__ = ["shift_tokens_right", "token_cross_entropy"]
+def needs_decoder_inputs(decoder_input_ids, decoder_inputs_embeds=None, labels=None) -> None:
+    """An encoder-decoder *head* must be given what its decoder reads: raise a ValueError naming the arguments
+    when ``decoder_input_ids``, ``decoder_inputs_embeds`` and ``labels`` are all missing. (The base models run
+    only their encoder then: transformers' feature-extraction pipeline calls them with the source alone.)"""
+    if decoder_input_ids is None and decoder_inputs_embeds is None and labels is None:
+        raise ValueError("`decoder_input_ids` are required (the target prefix, starting with "
+                         "config.decoder_start_token_id), or `labels` to derive them by shifting right; "
+                         "`generate()` provides them itself.")
+
+
+__all__ = ["needs_decoder_inputs", "shift_tokens_right", "token_cross_entropy"]

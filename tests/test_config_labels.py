@@ -49,3 +49,9 @@ def test_disagreeing_maps_and_duplicate_names_are_refused():
         config_class.from_preset("tiny", id2label={0: "A", 1: "B"}, label2id={"A": 1, "B": 0})
     with pytest.raises(ConfigValidationError, match="id2label"):
         config_class.from_preset("tiny", id2label={0: "A", 1: "A"})
+
+
+def test_a_consistent_label2id_is_kept_as_given():
+    config_class = CONFIG_CLASSES[0]
+    config = config_class.from_preset("tiny", id2label={0: "O", 1: "B-PER"}, label2id={"O": "0", "B-PER": "1"})
+    assert config.label2id == {"O": "0", "B-PER": "1"}

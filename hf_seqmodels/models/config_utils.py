@@ -260,9 +260,11 @@ class PresetMixin:
         if len(inverse) != len(id2label):
             raise invalid("id2label", id2label, "a mapping from ids to distinct label names")
         given = getattr(self, "label2id", None)
-        if given and {label: int(i) for label, i in given.items()} != inverse:
+        if not given:
+            self.label2id = inverse
+        elif {label: int(i) for label, i in given.items()} != inverse:
             raise invalid("label2id", given, f"the inverse of id2label={id2label!r}")
-        self.label2id = inverse
+        # else: kept as given (transformers keeps e.g. {"label": "0"} as it was written)
 
     @classmethod
     def available_presets(cls) -> list[str]:

@@ -33,7 +33,7 @@ import statistics
 import torch
 
 from hf_seqmodels import RNNConfig, RNNForCausalLM
-from hf_seqmodels.models.cache_naming import output_cache
+from hf_seqmodels.models.cache_naming import cache_field, output_cache
 
 from .common import (
     add_common_args,
@@ -87,7 +87,7 @@ def forward_loop(model: RNNForCausalLM, prompt: torch.Tensor, new_tokens: int) -
     """The same greedy loop (no EOS) through the model's own forward, the cache passed as ``past_key_values``."""
     tokens, state, step_input = [prompt], None, prompt
     for _ in range(new_tokens):
-        out = model(input_ids=step_input, past_key_values=state, use_cache=True)
+        out = model(input_ids=step_input, **cache_field(state), use_cache=True)
         state = output_cache(out)
         step_input = out.logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
         tokens.append(step_input)

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hf_seqmodels import RNNConfig, RNNForCausalLM
-from hf_seqmodels.models.cache_naming import output_cache
+from hf_seqmodels.models.cache_naming import cache_field, output_cache
 
 from .common import (
     add_common_args,
@@ -103,7 +103,7 @@ def train_ours(model: RNNForCausalLM, optimizer: torch.optim.Optimizer, batches:
     """One round of TBPTT steps through ``RNNForCausalLM``; returns the last loss."""
     state = None
     for inputs, targets in batches:
-        out = model(input_ids=inputs, past_key_values=state, shift_labels=targets, use_cache=True)
+        out = model(input_ids=inputs, **cache_field(state), shift_labels=targets, use_cache=True)
         out.loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

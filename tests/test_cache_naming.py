@@ -92,3 +92,17 @@ def test_generate_returns_the_cache_and_continues_from_it(name):
     more = torch.cat([first.sequences, random_ids(1, 2, model.config.vocab_size, seed=3)], dim=1)
     continued = model.generate(more, **cache_field(output_cache(first)), **kw)
     assert torch.equal(continued, model.generate(more, **kw))
+
+
+@pytest.mark.parametrize("name", ["nnlm", "rnn", "transformer"])
+def test_the_old_name_warns_only_where_transformers_renamed_it(name, recwarn):
+    """As transformers' built-in models do from 5.24: ``past_key_values=`` still works, with a FutureWarning."""
+    model = causal_lms()[name].eval()
+    ids = random_ids(2, 5, model.config.vocab_size)
+    first = model(ids[:, :3], use_cache=True)
+    model(ids[:, 3:], use_cache=True, **cache_field(output_cache(first)))
+    assert not [w for w in recwarn if "`past_key_values` is deprecated" in str(w.message)]
+    again = model(ids[:, :3], use_cache=True)
+    model(ids[:, 3:], use_cache=True, past_key_values=output_cache(again))
+    warned = [w for w in recwarn if "`past_key_values` is deprecated" in str(w.message)]
+    assert len(warned) == (1 if CACHE_NAME == "cache" else 0)

@@ -31,9 +31,10 @@ class RecurrentStep(nn.Module):
         self.model = model
 
     def forward(self, input_ids: torch.Tensor, *state: torch.Tensor):
+        from ..models.cache_naming import cache_field
         from ..models.state_cache import RecurrentState
 
-        out = self.model(input_ids=input_ids, past_key_values=RecurrentState(state, 1), use_cache=True,
+        out = self.model(input_ids=input_ids, **cache_field(RecurrentState(state, 1)), use_cache=True,
                          return_dict=True)
         cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
         return (out.logits, *cache.tensors)

@@ -11,6 +11,7 @@ name, so the same code (also the copy saved beside a model for ``trust_remote_co
 from __future__ import annotations
 
 import inspect
+import warnings
 from typing import Any
 
 from transformers import GenerationMixin
@@ -22,9 +23,14 @@ CACHE_NAME = ("cache" if "cache" in inspect.signature(GenerationMixin.prepare_in
 
 def given_cache(past_key_values: Any, cache: Any) -> Any:
     """The cache a ``forward`` call received, as ``past_key_values`` or as ``cache`` (the name transformers
-    >= 5.24 passes it under); every ``forward`` that takes a cache has both parameters."""
+    >= 5.24 passes it under); every ``forward`` that takes a cache has both parameters. With transformers >= 5.24
+    the old name works with a deprecation warning, as it does for the built-in models."""
     if cache is not None and past_key_values is not None:
         raise ValueError("Got a cache both as `cache` and as `past_key_values`; pass it once.")
+    if past_key_values is not None and CACHE_NAME == "cache":
+        warnings.warn("`past_key_values` is deprecated and will be removed in version 5.40.0 of transformers; "
+                      "pass the cache as `cache` (hf_seqmodels.models.cache_naming.cache_field names it for the "
+                      "installed version).", FutureWarning, stacklevel=4)  # the caller of forward
     return past_key_values if cache is None else cache
 
 

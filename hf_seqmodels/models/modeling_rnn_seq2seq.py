@@ -472,8 +472,8 @@ class RNNSeq2SeqForConditionalGeneration(SourceVocabularyMixin, RNNSeq2SeqPreTra
         state = given_cache(past_key_values, cache)
         if state is not None and not state.is_empty:
             next_sequence_length = continue_from_cache(state, input_ids, next_sequence_length)
-        return super().prepare_inputs_for_generation(input_ids, next_sequence_length, state, attention_mask,
-                                                     **kwargs)
+        return super().prepare_inputs_for_generation(input_ids, next_sequence_length, attention_mask=attention_mask,
+                                                     cache=state, **kwargs)
 
     def generate(self, inputs=None, generation_config=None, logits_processor=None, coverage_penalty: float = 0.0,
                  **kwargs):

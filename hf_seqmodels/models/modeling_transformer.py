@@ -369,7 +369,7 @@ class TransformerModel(SourceVocabularyMixin, TransformerPreTrainedModel):
         decoder_outputs = self.decoder(
             decoder_input_ids, attention_mask=decoder_attention_mask,
             encoder_hidden_states=encoder_outputs.last_hidden_state, encoder_attention_mask=attention_mask,
-            past_key_values=given_cache(past_key_values, cache), use_cache=use_cache,
+            cache=given_cache(past_key_values, cache), use_cache=use_cache,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
             position_ids=decoder_position_ids, inputs_embeds=decoder_inputs_embeds,
         )
@@ -483,7 +483,7 @@ class TransformerForConditionalGeneration(SourceVocabularyMixin, TransformerPreT
         out = structured(
             self.model, input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask, encoder_outputs=encoder_outputs,
-            past_key_values=given_cache(past_key_values, cache), use_cache=use_cache,
+            cache=given_cache(past_key_values, cache), use_cache=use_cache,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
             inputs_embeds=inputs_embeds, decoder_inputs_embeds=decoder_inputs_embeds,
             decoder_position_ids=decoder_position_ids,
@@ -592,7 +592,7 @@ class TransformerForCausalLM(TransformerPreTrainedModel, GenerationMixin):
             ``hidden_states`` (``N + 1`` × ``(B, T, d_model)``) and ``attentions`` (``N`` × ``(B, H, T, past + T)``).
         """
         out = structured(
-            self.model, input_ids, attention_mask=attention_mask, past_key_values=given_cache(past_key_values, cache),
+            self.model, input_ids, attention_mask=attention_mask, cache=given_cache(past_key_values, cache),
             use_cache=use_cache, position_ids=position_ids, inputs_embeds=inputs_embeds,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
         )

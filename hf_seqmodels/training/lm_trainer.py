@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from accelerate import Accelerator
 
 from ..models import RecurrentState
-from ..models.cache_naming import output_cache
+from ..models.cache_naming import cache_field, output_cache
 from ..models.config_utils import invalid
 from .data import ShuffledContextWindows, StreamWindows, Window, batchify, shard_rows
 from .engine import (
@@ -92,7 +92,7 @@ def stream_nll(model: torch.nn.Module, windows: StreamWindows, device: torch.dev
     for index in range(len(windows)):
         window = windows.batch(index)
         labels = window.labels.to(device)
-        carried = {"past_key_values": state, "use_cache": True} if stateful else {"use_cache": False}
+        carried = {**cache_field(state), "use_cache": True} if stateful else {"use_cache": False}
         out = model(window.input_ids.to(device), **carried)
         logits = out.logits.float().flatten(0, 1)  # (B*T, V)
         total += F.cross_entropy(logits, labels.flatten(), ignore_index=-100, reduction="sum").item()
@@ -151,9 +151,9 @@ class LMTrainingLoop(TrainingLoop):
         if not self.stateful:
             return {"use_cache": False}
         if window.context is not None:
-            return {"past_key_values": RecurrentState((window.context.to(self.accelerator.device),), 0),
+            return {**cache_field(RecurrentState((window.context.to(self.accelerator.device),), 0)),
                     "use_cache": True}
-        return {"past_key_values": self.carried, "use_cache": True}
+        return {**cache_field(self.carried), "use_cache": True}
 
     def compute_loss(self, window: Window) -> tuple[torch.Tensor, int]:
         device = self.accelerator.device

@@ -436,7 +436,7 @@ class RNNSeq2SeqForConditionalGeneration(SourceVocabularyMixin, RNNSeq2SeqPreTra
         if labels is not None and decoder_input_ids is None:
             decoder_input_ids = shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
         out = structured(
-            self.model, input_ids, attention_mask, decoder_input_ids, encoder_outputs, given_cache(past_key_values, cache),
+            self.model, input_ids, attention_mask, decoder_input_ids, encoder_outputs, cache=given_cache(past_key_values, cache),
             use_cache=use_cache, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
         )
         hidden = self.dropout(out.last_hidden_state)

@@ -667,3 +667,23 @@ def test_value_checks_stay_out_of_compiled_graphs():
                                                 decoder_input_ids=random_ids(2, 2, 99))
     reasons = " ".join(r.reason for r in explanation.break_reasons)
     assert "item()" not in reasons and "data-dependent" not in reasons.lower()  # the RNN kernels may break
+
+
+def test_decoder_attention_mask_takes_right_padding_and_refuses_left_padding():
+    """transformers' generate() and DataCollatorForSeq2Seq pass a decoder mask: right padding leaves the real
+    positions unchanged; a mask with padding before real tokens is refused by name."""
+    torch.manual_seed(0)
+    model = RNNSeq2SeqForConditionalGeneration(RNNSeq2SeqConfig.from_preset("tiny")).eval()
+    source = random_ids(2, 5, model.config.vocab_size)
+    target = random_ids(2, 4, model.config.vocab_size)
+    target[:, 0] = model.config.decoder_start_token_id
+    plain = model(source, decoder_input_ids=target).logits
+    right = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+    torch.testing.assert_close(model(source, decoder_input_ids=target, decoder_attention_mask=right).logits, plain)
+    with pytest.raises(ValueError, match="decoder_attention_mask.*right padding only"):
+        model(source, decoder_input_ids=target, decoder_attention_mask=torch.tensor([[1, 1, 1, 1], [0, 1, 1, 1]]))
+    with pytest.raises(ValueError, match="decoder_attention_mask"):
+        model(source, decoder_input_ids=target, decoder_attention_mask=2 * right)
+    mask = torch.ones_like(target)
+    continued = model.generate(source, decoder_input_ids=target, decoder_attention_mask=mask, max_new_tokens=3)
+    assert continued.shape == (2, 7) and torch.equal(continued[:, :4], target)

@@ -133,6 +133,19 @@ def source_mask(attention_mask: torch.Tensor | None, shape: torch.Size) -> torch
     return None if bool(mask.all()) else mask
 
 
+def check_right_padded(decoder_attention_mask: torch.Tensor | None) -> None:
+    """The recurrent decoder reads the target left to right, so padding after the real tokens (right padding,
+    what ``DataCollatorForSeq2Seq`` and ``generate`` give) never changes a real position and the mask needs no
+    further use; padding before them would feed pad tokens into the state and is refused (eager mode only)."""
+    if decoder_attention_mask is None or is_tracing():
+        return
+    check_mask_values(decoder_attention_mask, "decoder_attention_mask")
+    mask = decoder_attention_mask.bool()
+    if bool((mask[:, 1:] & ~mask[:, :-1]).any()):
+        raise ValueError("`decoder_attention_mask` has a 0 before a 1: the RNN decoder reads the target left to "
+                         "right and takes right padding only (pad after the real tokens).")
+
+
 class Bridge(nn.Module):
     """The decoder's initial state from the encoder's final states (``config.bridge``).
 
@@ -310,6 +323,7 @@ class RNNSeq2SeqModel(SourceVocabularyMixin, RNNSeq2SeqPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         cache: AttentionDecoderState | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
         **kwargs,
     ) -> Seq2SeqModelOutput:
         """
@@ -343,6 +357,7 @@ class RNNSeq2SeqModel(SourceVocabularyMixin, RNNSeq2SeqPreTrainedModel):
             return Seq2SeqModelOutput(encoder_last_hidden_state=memory,
                                       encoder_hidden_states=encoder_outputs.hidden_states if output_hidden_states else None)
         check_input_ids(decoder_input_ids, self.config.vocab_size, "decoder_input_ids")
+        check_right_padded(decoder_attention_mask)
         use_cache = use_cache if use_cache is not None else self.config.use_cache
         past_key_values = given_cache(past_key_values, cache)
         if past_key_values is not None and not isinstance(past_key_values, AttentionDecoderState):
@@ -426,6 +441,7 @@ class RNNSeq2SeqForConditionalGeneration(SourceVocabularyMixin, RNNSeq2SeqPreTra
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         cache: AttentionDecoderState | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         """Arguments as :meth:`RNNSeq2SeqModel.forward`, plus ``labels`` ``(batch, tgt_len)``: the target
@@ -438,6 +454,7 @@ class RNNSeq2SeqForConditionalGeneration(SourceVocabularyMixin, RNNSeq2SeqPreTra
         out = structured(
             self.model, input_ids, attention_mask, decoder_input_ids, encoder_outputs, cache=given_cache(past_key_values, cache),
             use_cache=use_cache, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            decoder_attention_mask=decoder_attention_mask,
         )
         hidden = self.dropout(out.last_hidden_state)
         if self.output_projection is not None:

@@ -307,8 +307,14 @@ def perplexity(loss: float) -> float:
 
 
 def configure_generation(model: torch.nn.Module, tokenizer, max_new_tokens: int) -> None:
-    """Sensible ``generation_config`` defaults: the tokenizer's bos/eos/pad ids and ``max_new_tokens``."""
+    """Sensible ``generation_config`` defaults: the tokenizer's bos/eos/pad ids and ``max_new_tokens``, which an
+    encoder-decoder with a position limit (``max_position_embeddings``) caps so its decoder stays inside it."""
     generation_config = model.generation_config
+    positions = getattr(model.config, "max_position_embeddings", None)
+    if model.config.is_encoder_decoder and positions is not None and max_new_tokens >= positions:
+        logger.warning(f"generation_max_new_tokens={max_new_tokens} would take the decoder past "
+                       f"max_position_embeddings={positions}: generating at most {positions - 1} tokens.")
+        max_new_tokens = positions - 1  # after decoder_start_token_id
     generation_config.max_new_tokens = max_new_tokens
     for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
         value = getattr(tokenizer, name, None) if tokenizer is not None else None

@@ -21,7 +21,7 @@ from transformers.cache_utils import Cache
 import hf_seqmodels  # noqa: F401  (registers the Auto classes)
 from hf_seqmodels import RNNSeq2SeqConfig, RNNSeq2SeqForConditionalGeneration, RNNSeq2SeqModel
 from hf_seqmodels.models.attention_state import coverage_penalty
-from hf_seqmodels.models.cache_naming import output_cache
+from hf_seqmodels.models.cache_naming import CACHE_NAME, output_cache
 from hf_seqmodels.models.config_utils import ConfigValidationError
 from hf_seqmodels.models.rnn_attention import AdditiveAttention, LuongAttention, attend
 
@@ -593,6 +593,8 @@ def test_reentrant_and_non_reentrant_checkpointing_give_the_plain_gradients(vari
 @pytest.mark.parametrize("cache_name", ["past_key_values", "cache"])
 @pytest.mark.parametrize("variant", ["bahdanau-additive-bilstm", "luong-dot-feed-gru-copy"])
 def test_continuing_from_a_returned_cache_reads_only_unread_tokens(variant, cache_name, monkeypatch):
+    if cache_name == "cache" and CACHE_NAME != "cache":
+        pytest.skip("transformers < 5.24's generate() takes the cache as past_key_values only")
     model = tiny_model(variant, init_range=0.5)
     _, ids, mask = padded_sources()
     one_go = model.generate(ids, attention_mask=mask, max_new_tokens=8, min_new_tokens=8)

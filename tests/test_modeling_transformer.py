@@ -27,7 +27,7 @@ from hf_seqmodels import (
     TransformerLMModel,
     TransformerModel,
 )
-from hf_seqmodels.models.cache_naming import output_cache
+from hf_seqmodels.models.cache_naming import cache_field, output_cache
 from hf_seqmodels.models.config_utils import ConfigValidationError
 from hf_seqmodels.models.positional_encoding import SinusoidalPositionalEncoding
 
@@ -247,7 +247,7 @@ def test_static_cache_generates_what_the_dynamic_cache_generates(make, mode, imp
     dynamic = model.generate(ids, attention_mask=mask, **kw)
     static = model.generate(ids, attention_mask=mask, cache_implementation="static", return_dict_in_generate=True, **kw)
     assert torch.equal(static.sequences, dynamic)
-    assert type(static.cache).__name__ == ("EncoderDecoderCache" if make is seq2seq else "StaticCache")
+    assert type(output_cache(static)).__name__ == ("EncoderDecoderCache" if make is seq2seq else "StaticCache")
 
 
 def dynamo_graph_breaks(call) -> tuple[int, list[str]]:
@@ -350,7 +350,7 @@ def test_causal_lm_inputs_embeds_forward_generate_and_continue():
     first = model.generate(inputs_embeds=embeds, max_new_tokens=3, min_new_tokens=3, return_dict_in_generate=True, **kw)
     longer = torch.cat([embeds, model.get_input_embeddings()(first.sequences)], dim=1)
     longer_mask = torch.cat([mask, torch.ones_like(first.sequences)], dim=1)
-    rest = model.generate(inputs_embeds=longer, attention_mask=longer_mask, cache=first.cache, max_new_tokens=3,
+    rest = model.generate(inputs_embeds=longer, attention_mask=longer_mask, **cache_field(output_cache(first)), max_new_tokens=3,
                           min_new_tokens=3, do_sample=False)
     assert torch.equal(torch.cat([first.sequences, rest], dim=1), from_embeds)
     with pytest.raises(ValueError, match="exactly one of `input_ids` and `inputs_embeds`"):
@@ -564,7 +564,7 @@ def test_seq2seq_generation_continues_from_a_returned_cache_reading_only_unread_
     first = model.generate(src, max_new_tokens=3, min_new_tokens=3, **kw)
     prefix = torch.cat([first.sequences, torch.full((2, 2), 7)], dim=1)  # 4 + 2 tokens; the cache read 3
     assert output_cache(first).get_seq_length() == 3
-    again = model.generate(src, decoder_input_ids=prefix, cache=output_cache(first), max_new_tokens=2,
+    again = model.generate(src, decoder_input_ids=prefix, **cache_field(output_cache(first)), max_new_tokens=2,
                            min_new_tokens=2, **kw)
     fresh = model.generate(src, decoder_input_ids=prefix, max_new_tokens=2, min_new_tokens=2, **kw)
     torch.testing.assert_close(torch.stack(again.logits, 1), torch.stack(fresh.logits, 1), atol=1e-5, rtol=1e-4)
@@ -580,13 +580,13 @@ def test_seq2seq_beam_search_continues_from_a_cache_of_one_row_per_source():
     prefix = torch.cat([first.sequences, torch.full((2, 2), 7)], dim=1)
     kw = dict(max_new_tokens=3, min_new_tokens=3, num_beams=2, num_return_sequences=2, return_dict_in_generate=True,
               output_scores=True)
-    cached = model.generate(src, decoder_input_ids=prefix, cache=output_cache(first), **kw)
+    cached = model.generate(src, decoder_input_ids=prefix, **cache_field(output_cache(first)), **kw)
     fresh = model.generate(src, decoder_input_ids=prefix, **kw)
     assert torch.equal(cached.sequences, fresh.sequences)
     torch.testing.assert_close(cached.sequences_scores, fresh.sequences_scores, atol=1e-5, rtol=1e-4)
     first = model.generate(src, max_new_tokens=3, min_new_tokens=3, do_sample=False, return_dict_in_generate=True)
     with pytest.raises(ValueError, match="The cache holds 2 rows, which does not divide the 3 rows"):
-        model.generate(src[:1].repeat(3, 1), decoder_input_ids=prefix[[0, 1, 0]], cache=output_cache(first),
+        model.generate(src[:1].repeat(3, 1), decoder_input_ids=prefix[[0, 1, 0]], **cache_field(output_cache(first)),
                        max_new_tokens=2)
 
 

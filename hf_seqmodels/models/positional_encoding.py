@@ -17,6 +17,16 @@ from .input_checks import is_tracing
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
 
 
+def last_position(position_ids: torch.LongTensor, max_positions: int | None) -> int:
+    """The largest of ``position_ids`` (eager mode: it reads the ids); a ValueError naming
+    ``max_position_embeddings`` when it is past ``max_positions`` (None: no limit)."""
+    last = int(position_ids.max())
+    if max_positions is not None and last >= max_positions:
+        raise ValueError(f"position {last} is past max_position_embeddings={max_positions} of this model; use "
+                         "shorter inputs or a config with a larger max_position_embeddings.")
+    return last
+
+
 class SinusoidalPositionalEncoding(nn.Module):
     r"""The fixed encoding of "Attention Is All You Need", section 3.5:
 
@@ -62,12 +72,7 @@ class SinusoidalPositionalEncoding(nn.Module):
     def forward(self, position_ids: torch.LongTensor) -> torch.Tensor:
         if is_tracing():
             return self.encode(position_ids)  # (B, T, d)
-        last = int(position_ids.max())
-        if self.max_positions is not None and last >= self.max_positions:
-            raise ValueError(
-                f"position {last} is past max_position_embeddings={self.max_positions} of this model (the "
-                "sinusoids would go on, but the model was not made for longer sequences); use shorter inputs "
-                "or a config with a larger max_position_embeddings.")
+        last = last_position(position_ids, self.max_positions)
         table = self.table(last + 1, position_ids.device)
         return nn.functional.embedding(position_ids, table)  # (B, T, d)
 
@@ -78,11 +83,8 @@ class LearnedPositionalEmbedding(nn.Embedding):
     tracing)."""
 
     def forward(self, position_ids: torch.LongTensor) -> torch.Tensor:
-        if not is_tracing() and int(position_ids.max()) >= self.num_embeddings:
-            raise ValueError(
-                f"position {int(position_ids.max())} is past max_position_embeddings={self.num_embeddings} "
-                "of the learned position embeddings; use shorter inputs or a larger max_position_embeddings."
-            )
+        if not is_tracing():
+            last_position(position_ids, self.num_embeddings)
         return super().forward(position_ids)
 
 

@@ -97,9 +97,9 @@ def check_target_ids(labels: torch.Tensor | None, vocab_size: int, name: str = "
     """Token targets of a language-model loss must lie in ``[0, vocab_size)`` or be -100 (eager mode only)."""
     if labels is None or is_tracing():
         return
-    wrong = (labels != -100) & ((labels < 0) | (labels >= vocab_size))
-    if bool(wrong.any()):
-        raise ValueError(f"`{name}` contains the token id {labels[wrong][0].item()}, outside the vocabulary "
+    bad = _first_outside(labels, vocab_size, -100)
+    if bad is not None:
+        raise ValueError(f"`{name}` contains the token id {bad}, outside the vocabulary "
                          f"[0, {vocab_size}) of this model (or -100 to ignore a position).")
 
 
@@ -114,9 +114,8 @@ def check_classification_labels(labels: torch.Tensor | None, logits: torch.Tenso
         problem_type is None and logits.shape[-1] > 1 and not labels.is_floating_point())
     if single_label:
         check_labels(labels.reshape(-1) if labels.dim() > 1 and labels.shape[-1] == 1 else labels, logits)
-    elif labels.shape[:1] != logits.shape[:1]:
-        raise ValueError(f"`labels` has batch size {labels.shape[0] if labels.dim() else 'none (a scalar)'}, "
-                         f"the inputs {logits.shape[0]}: one label row per example.")
+    else:
+        _check_label_rows(labels, logits, "labels")
 
 
 def check_labels(labels: torch.Tensor | None, logits: torch.Tensor, name: str = "labels",
@@ -130,16 +129,27 @@ def check_labels(labels: torch.Tensor | None, logits: torch.Tensor, name: str = 
     """
     if labels is None or is_tracing():
         return
-    if labels.shape[:1] != logits.shape[:1]:
-        raise ValueError(f"`{name}` has batch size {labels.shape[0] if labels.dim() else 'none (a scalar)'}, "
-                         f"the inputs {logits.shape[0]}: one label row per example.")
+    _check_label_rows(labels, logits, name)
     if labels.is_floating_point():
         return
     if labels.shape != logits.shape[:-1]:
         raise ValueError(f"`{name}` must have shape {tuple(logits.shape[:-1])} (one class id per "
                          f"{'example' if logits.dim() == 2 else 'position'}), got {tuple(labels.shape)}.")
     num_classes = logits.shape[-1]
-    wrong = (labels != ignore_index) & ((labels < 0) | (labels >= num_classes))
-    if bool(wrong.any()):
-        raise ValueError(f"`{name}` contains {labels[wrong][0].item()}, outside the {num_classes} classes "
+    bad = _first_outside(labels, num_classes, ignore_index)
+    if bad is not None:
+        raise ValueError(f"`{name}` contains {bad}, outside the {num_classes} classes "
                          f"[0, {num_classes}) (or {ignore_index} to ignore a position).")
+
+
+def _check_label_rows(labels: torch.Tensor, logits: torch.Tensor, name: str) -> None:
+    """One label row per example: ``labels`` and ``logits`` share their batch size."""
+    if labels.shape[:1] != logits.shape[:1]:
+        raise ValueError(f"`{name}` has batch size {labels.shape[0] if labels.dim() else 'none (a scalar)'}, "
+                         f"the inputs {logits.shape[0]}: one label row per example.")
+
+
+def _first_outside(ids: torch.Tensor, size: int, ignore_index: int) -> int | None:
+    """The first of ``ids`` outside ``[0, size)`` that is not ``ignore_index``, or None."""
+    wrong = (ids != ignore_index) & ((ids < 0) | (ids >= size))
+    return ids[wrong][0].item() if bool(wrong.any()) else None

@@ -588,16 +588,11 @@ def files_to_push(folder: str | Path) -> list[str]:
         for ref in reference if isinstance(reference, list) else [reference]:
             if ref is None:
                 continue
-            module = ref.split("--")[-1].rsplit(".", 1)[0] + ".py"
-            if not (folder / module).is_file():
-                raise PushError(f"{folder} has no {module}, which config.json's auto_map names ({ref}).")
+            _require_module(folder, ref, "auto_map names")
     for task, entry in (config.get("custom_pipelines") or {}).items():
         implementation = entry.get("impl") if isinstance(entry, dict) else None
-        module = implementation.split("--")[-1].rsplit(".", 1)[0] + ".py" if isinstance(implementation, str) else None
-        if module is None or not (folder / module).is_file():
-            raise PushError(f"{folder} has no {module or 'pipeline module'}, which config.json's custom_pipelines "
-                            f"names for {task!r} ({implementation}); save the folder with "
-                            "hf_seqmodels.hub.save_for_hub (or hf_seqmodels.pipelines.save_pipelines).")
+        _require_module(folder, implementation, f"custom_pipelines names for {task!r}",
+                        "; save the folder with hf_seqmodels.hub.save_for_hub (or hf_seqmodels.pipelines.save_pipelines)")
     pickles = sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix.lower() in PICKLE_SUFFIXES)
     if pickles:
         raise PushError(f"{folder} holds pickle-format files {pickles}: publish safetensors weights only "
@@ -625,6 +620,15 @@ def files_to_push(folder: str | Path) -> list[str]:
         raise PushError(f"{folder / outside[0]} is a link to a file outside {folder}: copy the file into the "
                         "folder (or remove the link) before publishing it.")
     return sorted(chosen)
+
+
+def _require_module(folder: Path, reference: Any, named_by: str, advice: str = "") -> None:
+    """A remote-code reference (``"module.Class"``, or ``"repo--module.Class"``) must name a ``module.py`` that
+    is in ``folder``; else a :class:`PushError` saying which config entry names it."""
+    module = reference.split("--")[-1].rsplit(".", 1)[0] + ".py" if isinstance(reference, str) else None
+    if module is None or not (folder / module).is_file():
+        raise PushError(f"{folder} has no {module or 'code module'}, which config.json's {named_by} "
+                        f"({reference}){advice}.")
 
 
 def _stays_inside(folder: Path, path: Path) -> bool:

@@ -532,6 +532,19 @@ def test_long_dataset_rows_are_refused_or_split():
     assert "word" in tok.get_vocab()
 
 
+def test_a_dataset_row_holding_a_document_is_checked_line_by_line():
+    """A row of many short lines (a whole document, as the demo passes its corpus) is no long line; one long
+    line inside it is refused, naming the row and the line."""
+    datasets = pytest.importorskip("datasets")
+    document = "the cat sat\n" * 40  # 480 characters in 12-character lines
+    tok = train_tokenizer(dataset=datasets.Dataset.from_dict({"text": [document]}), kind="char", min_frequency=1,
+                          max_line_length=100)
+    assert set(tok.get_vocab()) == {"<pad>", "<unk>", "<bos>", "<eos>", *"the cat sat\n"}  # newlines kept
+    long_inside = datasets.Dataset.from_dict({"text": ["short\n" + "x" * 150 + "\nshort\n"]})
+    with pytest.raises(ValueError, match=r"dataset column 'text', row 1, line 2: 151 characters.*max_line_length=100"):
+        train_tokenizer(dataset=long_inside, kind="word", min_frequency=1, max_line_length=100)
+
+
 def test_binary_file_is_refused_with_the_byte_offset(tmp_path):
     path = tmp_path / "image.bin"
     path.write_bytes(b"GIF89a header\n" + b"\x00\x01\x02" * 50)

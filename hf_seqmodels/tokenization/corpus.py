@@ -200,18 +200,22 @@ def _first_invalid_utf8(path: Path) -> tuple[int, bytes]:
 
 
 def _guard_rows(texts: Iterable[str], source: str, limits: CorpusLimits) -> Iterator[str]:
-    """Dataset rows with the same long-line rule as file lines (rows are already in memory)."""
+    """Dataset rows with the same long-line rule as file lines (rows are already in memory): a row that holds a
+    whole document is read line by line (newlines kept, as from a file), each line checked on its own."""
     limit = limits.max_line_length
     for number, text in enumerate(texts, start=1):
-        if len(text) <= limit:
-            yield text
-        elif limits.long_lines == "error":
-            raise ValueError(
-                f"{source}, row {number}: {len(text):,} characters, longer than max_line_length={limit:,}. "
-                "Raise max_line_length, or pass long_lines='split' (--long_lines split) to cut such rows."
-            )
-        else:
-            yield from _split_text(text, limit)
+        lines = text.splitlines(keepends=True) if len(text) > limit else [text]
+        for line_number, line in enumerate(lines, start=1):
+            if len(line.rstrip("\r\n")) <= limit:
+                yield line
+            elif limits.long_lines == "error":
+                where = f"row {number}" + (f", line {line_number}" if len(lines) > 1 else "")
+                raise ValueError(
+                    f"{source}, {where}: {len(line):,} characters, longer than max_line_length={limit:,}. "
+                    "Raise max_line_length, or pass long_lines='split' (--long_lines split) to cut such rows."
+                )
+            else:
+                yield from _split_text(line, limit)
 
 
 def _split_text(text: str, limit: int) -> Iterator[str]:

@@ -1,7 +1,7 @@
 """N-gram rows of the Tiny Shakespeare language-model ladder: character level, orders 1–7, add-k and Kneser–Ney.
 
 The data, split, tokenizer and measure are the ladder's (``training/reproductions/shakespeare_lm_ladder.sh``
-and ``hf_seqmodels.training.lm_cli``):
+and ``hf_seqmodels.training.lm.cli``):
 
 * the first 90 % of the characters of ``tinyshakespeare/input.txt`` train, the last 10 % validate
   (``load_text_splits``; the percentage is read from the ladder script);
@@ -34,7 +34,8 @@ import numpy as np
 
 from hf_seqmodels.ngram import NGramConfig, NGramLanguageModel
 from hf_seqmodels.tokenization import train_tokenizer
-from hf_seqmodels.training.data import batchify, load_text_splits, tokenize_texts
+from hf_seqmodels.training.core.text import load_text_splits, tokenize_texts
+from hf_seqmodels.training.lm.data import batchify
 
 from .common import print_table, verdict, write_json
 

@@ -12,10 +12,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-COMMANDS = {"train-lm": ".training.lm_cli", "train-seq2seq": ".training.seq2seq_cli",
-            "pretrain-bert": ".training.bert_cli", "finetune": ".training.finetune",
-            "train-tokenizer": ".tokenization.cli", "ngram": ".training.ngram_cli",
-            "embeddings": ".training.embeddings_cli"}
+COMMANDS = {"train-lm": ".training.lm.cli", "train-seq2seq": ".training.seq2seq.cli",
+            "pretrain-bert": ".training.bert.cli", "finetune": ".training.finetune.cli",
+            "train-tokenizer": ".tokenization.cli", "ngram": ".training.classic.ngram_cli",
+            "embeddings": ".training.classic.embeddings_cli"}
 
 
 def _demo_parser(subparsers) -> None:

@@ -19,9 +19,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from .models import NNLMConfig, RNNConfig
 from .registry import FAMILIES
 from .tokenization import train_tokenizer
-from .training.data import read_text_file, split_for_validation, tokenize_texts
-from .training.engine import write_run_model_card
-from .training.lm_trainer import LMTrainingArguments, card_training_args, train_causal_lm
+from .training.core.cards import write_run_model_card
+from .training.core.text import read_text_file, split_for_validation, tokenize_texts
+from .training.lm.trainer import LMTrainingArguments, card_training_args, train_causal_lm
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 r"""The answer-span search of extractive question answering, shared by the ``hfsm-question-answering``
-pipeline and the evaluation of fine-tuned models (:func:`hf_seqmodels.training.qa_data.postprocess_predictions`).
+pipeline and the evaluation of fine-tuned models (:func:`hf_seqmodels.training.finetune.qa_data.postprocess_predictions`).
 
 A question and a long context are encoded as several windows ``[CLS] question [SEP] context-part [SEP]``.
 In each window the start and end logits are turned into probabilities by a softmax over that window's

@@ -40,9 +40,10 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, proce
 from transformers import PreTrainedTokenizerFast
 
 from hf_seqmodels import RNNConfig, RNNForCausalLM
-from hf_seqmodels.training import LMTrainingArguments, checkpointing, train_causal_lm
-from hf_seqmodels.training.checkpointing import CheckpointCorruptError, CheckpointWriteError
-from hf_seqmodels.training.data import tokenize_texts
+from hf_seqmodels.training import LMTrainingArguments, train_causal_lm
+from hf_seqmodels.training.core import checkpointing
+from hf_seqmodels.training.core.checkpointing import CheckpointCorruptError, CheckpointWriteError
+from hf_seqmodels.training.core.text import tokenize_texts
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = "the cat sat on the mat. the dog sat on the log.\n" * 20
@@ -343,14 +344,14 @@ def test_low_free_space_is_warned_about_before_training(tokenizer, data, tmp_pat
 CLI_SCRIPT = """
 import errno, os, sys
 from pathlib import Path
-from hf_seqmodels.training import checkpointing
+from hf_seqmodels.training.core import checkpointing
 real = checkpointing._torch_save
 def full_disk(obj, path):
     if path.parent.name == "tmp-checkpoint-2" and path.name == "optimizer.pt":
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     real(obj, path)
 checkpointing._torch_save = full_disk
-from hf_seqmodels.training.lm_cli import main
+from hf_seqmodels.training.lm.cli import main
 main(sys.argv[1:])
 """
 

@@ -11,8 +11,9 @@ import torch
 from accelerate import PartialState
 from distributed_utils import assert_same_weights, run_and_resume_from_step_3, weights
 
-from hf_seqmodels.training import checkpointing
-from hf_seqmodels.training.engine import EngineArguments, configure_deepspeed
+from hf_seqmodels.training.core import checkpointing
+from hf_seqmodels.training.core.arguments import EngineArguments
+from hf_seqmodels.training.core.launch import configure_deepspeed
 
 
 @pytest.mark.slow

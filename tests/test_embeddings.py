@@ -19,7 +19,7 @@ from hf_seqmodels.embeddings.keyed_vectors import _spearman
 from hf_seqmodels.embeddings.svd import SVDConfig, train_svd
 from hf_seqmodels.embeddings.vocabulary import Vocabulary
 from hf_seqmodels.embeddings.word2vec import NegativeSampler, Word2VecConfig, Word2VecTrainer
-from hf_seqmodels.training.embeddings_cli import main as cli_main
+from hf_seqmodels.training.classic.embeddings_cli import main as cli_main
 
 ANIMALS = ["cat", "dog", "horse", "cow", "sheep", "goat"]
 VEHICLES = ["car", "bus", "truck", "train", "bike", "van"]
@@ -396,7 +396,11 @@ def test_hierarchical_softmax_step_matches_word2vec_c(architecture):
                                                   tree, alpha=0.1)
     assert abs(float(trainer.input_vectors[context].mean(0) @ trainer.output_vectors[3])) >= 6
     assert not torch.equal(syn1[:3], trainer.output_vectors[:3])  # the other three nodes of the path move
-    trainer.update(torch.tensor(context), torch.tensor([0, len(context)]), torch.tensor([word]), lr=0.1)
+    if architecture == "skipgram":  # one centre, one context word
+        trainer.update(torch.tensor([context]), torch.tensor([[True]]), torch.tensor([word]), lr=0.1)
+    else:  # one centre, its context in 4 slots of which 3 are real
+        trainer.update(torch.tensor([[*context, 1]]), torch.tensor([[True, True, True, False]]), torch.tensor([word]),
+                       lr=0.1)
     torch.testing.assert_close(trainer.input_vectors, syn0)
     torch.testing.assert_close(trainer.output_vectors, syn1)
 
@@ -413,7 +417,7 @@ def test_a_node_hit_more_than_max_node_hits_times_in_a_batch_moves_by_a_capped_s
     input_change = sum(syn0 - trainer.input_vectors for syn0, _ in steps)
     node_change = sum(syn1 - trainer.output_vectors for _, syn1 in steps)
     expected_inputs, expected_nodes = trainer.input_vectors + input_change, trainer.output_vectors + node_change / 2
-    trainer.update(torch.tensor([0, 1]), torch.tensor([0, 1, 2]), torch.tensor([3, 3]), lr=0.1)
+    trainer.update(torch.tensor([[0, 1]]), torch.tensor([[True, True]]), torch.tensor([3]), lr=0.1)  # skip-gram
     torch.testing.assert_close(trainer.input_vectors, expected_inputs)  # inputs: the plain sum
     torch.testing.assert_close(trainer.output_vectors, expected_nodes)  # nodes: capped at 1 step's worth
 

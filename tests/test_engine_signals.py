@@ -12,8 +12,8 @@ import pytest
 import safetensors.torch
 import torch
 
-from hf_seqmodels.training.engine import StopSignals, TrainingInterrupted
-from hf_seqmodels.training.lm_cli import main
+from hf_seqmodels.training.core.signals import StopSignals, TrainingInterrupted
+from hf_seqmodels.training.lm.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = "the cat sat on the mat. the dog sat on the log.\n" * 40

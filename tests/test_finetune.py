@@ -14,13 +14,13 @@ from transformers import AutoModelForSequenceClassification, AutoModelForTokenCl
 import hf_seqmodels  # noqa: F401  (registers the model types)
 from hf_seqmodels import BertConfig, BertForPreTraining
 from hf_seqmodels.tokenization import train_tokenizer
-from hf_seqmodels.training.classification_data import (
+from hf_seqmodels.training.finetune.classification_data import (
     encode_classification,
     label_space,
     read_classification_file,
     resolve_text_columns,
 )
-from hf_seqmodels.training.finetune import FinetuneDataArguments, main
+from hf_seqmodels.training.finetune.cli import FinetuneDataArguments, main
 
 DATA = Path(__file__).parent / "data" / "finetune"
 
@@ -131,7 +131,7 @@ def test_sequence_classification_from_a_pretrained_folder(bert_folder, tmp_path)
 
 
 def test_a_pretrained_encoder_is_loaded_not_reinitialised(bert_folder):
-    from hf_seqmodels.training.finetune import FinetuneModelArguments, build_model, load_tokenizer
+    from hf_seqmodels.training.finetune.cli import FinetuneModelArguments, build_model, load_tokenizer
 
     args = FinetuneModelArguments(model_name_or_path=str(bert_folder))
     model = build_model(args, "sequence-classification", load_tokenizer(args), {"num_labels": 2})
@@ -141,7 +141,7 @@ def test_a_pretrained_encoder_is_loaded_not_reinitialised(bert_folder):
 
 
 def test_random_initialisation_baseline_needs_a_tokenizer_and_uses_the_preset(bert_folder, tmp_path):
-    from hf_seqmodels.training.finetune import FinetuneModelArguments, build_model, load_tokenizer
+    from hf_seqmodels.training.finetune.cli import FinetuneModelArguments, build_model, load_tokenizer
 
     with pytest.raises(ValueError, match="--tokenizer_name_or_path"):
         load_tokenizer(FinetuneModelArguments(preset="tiny"))

@@ -15,13 +15,13 @@ import torch
 from hf_seqmodels.metrics import metric_path
 from hf_seqmodels.qa_spans import best_spans
 from hf_seqmodels.tokenization import train_tokenizer
-from hf_seqmodels.training.qa_data import (
+from hf_seqmodels.training.finetune.qa_data import (
     postprocess_predictions,
     prepare_eval_features,
     prepare_train_features,
     read_squad_json,
 )
-from hf_seqmodels.training.token_classification_data import (
+from hf_seqmodels.training.finetune.token_classification_data import (
     label_list,
     predictions_to_tags,
     read_conll,

@@ -15,8 +15,9 @@ from accelerate.utils import DistributedType
 from distributed_utils import assert_same_weights, run_and_resume_from_step_3
 from transformers import AutoModelForCausalLM
 
-from hf_seqmodels.training import checkpointing
-from hf_seqmodels.training.engine import TrainingLoop, shard_on_cpu
+from hf_seqmodels.training.core import checkpointing
+from hf_seqmodels.training.core.launch import shard_on_cpu
+from hf_seqmodels.training.core.loop import TrainingLoop
 
 
 @pytest.mark.slow

@@ -17,11 +17,12 @@ from distributed_utils import launch_two_cpu_processes
 from test_training_bert import text_corpus
 
 from hf_seqmodels.tokenization import train_tokenizer
-from hf_seqmodels.training.bert_cli import main as bert_main
-from hf_seqmodels.training.checkpointing import TrainerState
-from hf_seqmodels.training.data import Window
-from hf_seqmodels.training.engine import EngineArguments, TrainingLoop, share_counts
-from hf_seqmodels.training.lm_trainer import LMTrainingLoop
+from hf_seqmodels.training.bert.cli import main as bert_main
+from hf_seqmodels.training.core.arguments import EngineArguments
+from hf_seqmodels.training.core.checkpointing import TrainerState
+from hf_seqmodels.training.core.loop import TrainingLoop, share_counts
+from hf_seqmodels.training.lm.data import Window
+from hf_seqmodels.training.lm.trainer import LMTrainingLoop
 
 
 def weights(folder: Path) -> dict[str, torch.Tensor]:

@@ -33,8 +33,12 @@ from hf_seqmodels import (
 from hf_seqmodels.models.char_encoder import CharWordEncoder, token_surface, words_to_char_ids
 from hf_seqmodels.models.config_utils import ConfigValidationError
 from hf_seqmodels.tokenization import train_tokenizer
-from hf_seqmodels.training.char_features import DataCollatorForCharTagging, add_char_input_ids
-from hf_seqmodels.training.token_classification_data import label_list, read_conll, tokenize_and_align_labels
+from hf_seqmodels.training.finetune.char_features import DataCollatorForCharTagging, add_char_input_ids
+from hf_seqmodels.training.finetune.token_classification_data import (
+    label_list,
+    read_conll,
+    tokenize_and_align_labels,
+)
 
 LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 CONLL = Path(__file__).parent / "data" / "finetune" / "conll_tiny.txt"
@@ -487,7 +491,7 @@ def test_unknown_words_get_their_characters_from_the_text(word_tokenizer):
 
 
 def test_finetune_cli_trains_the_tagger_from_a_preset(word_tokenizer, tmp_path):
-    from hf_seqmodels.training.finetune import main
+    from hf_seqmodels.training.finetune.cli import main
 
     folder, _ = word_tokenizer
     out = tmp_path / "ner"

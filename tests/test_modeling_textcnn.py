@@ -28,9 +28,9 @@ from hf_seqmodels.embeddings import WordVectors
 from hf_seqmodels.models.config_utils import ConfigValidationError
 from hf_seqmodels.tokenization import train_tokenizer
 from hf_seqmodels.tokenization.cleaning import CleaningConfig
-from hf_seqmodels.training.classification_data import read_classification_file
-from hf_seqmodels.training.finetune import main as finetune_main
-from hf_seqmodels.training.pretrained_embeddings import (
+from hf_seqmodels.training.finetune.classification_data import read_classification_file
+from hf_seqmodels.training.finetune.cli import main as finetune_main
+from hf_seqmodels.training.finetune.pretrained_embeddings import (
     check_embedding_source,
     initialise_embeddings,
     load_word_vectors,

@@ -16,7 +16,7 @@ import safetensors.numpy
 
 from hf_seqmodels.ngram import NGramConfig, NGramLanguageModel
 from hf_seqmodels.tokenization import train_tokenizer
-from hf_seqmodels.training.ngram_cli import main
+from hf_seqmodels.training.classic.ngram_cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 PAD, UNK, BOS, EOS, A, B, C = range(7)  # our tokenizers' special ids, then three words

@@ -15,8 +15,8 @@ from transformers import AutoModelForPreTraining, AutoTokenizer
 
 from hf_seqmodels import BertConfig, BertForPreTraining
 from hf_seqmodels.tokenization import train_tokenizer
-from hf_seqmodels.training.bert_cli import main as bert_main
-from hf_seqmodels.training.bert_data import (
+from hf_seqmodels.training.bert.cli import main as bert_main
+from hf_seqmodels.training.bert.data import (
     SpecialIds,
     create_pretraining_examples,
     mask_tokens,
@@ -25,7 +25,7 @@ from hf_seqmodels.training.bert_data import (
     tokenize_documents,
     wordpiece_word_starts,
 )
-from hf_seqmodels.training.bert_trainer import BertPretrainingArguments, MaskedPairBatches, pretrain_bert
+from hf_seqmodels.training.bert.trainer import BertPretrainingArguments, MaskedPairBatches, pretrain_bert
 
 SPECIAL = SpecialIds(cls=5, sep=6, mask=7, pad=0)
 WORDS = "the cat dog sat ran on a mat hill under tree big small red blue".split()

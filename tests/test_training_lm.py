@@ -23,20 +23,15 @@ from hf_seqmodels import (
     TransformerForCausalLM,
     TransformerLMConfig,
 )
-from hf_seqmodels.training import LMTrainingArguments, checkpointing, evaluate_causal_lm, train_causal_lm
-from hf_seqmodels.training.cli_common import parse_config_overrides
-from hf_seqmodels.training.data import (
-    ShuffledContextWindows,
-    StreamWindows,
-    batchify,
-    shard_rows,
-    split_for_validation,
-    tokenize_texts,
-)
-from hf_seqmodels.training.engine import make_accelerator
-from hf_seqmodels.training.lm_cli import build_parser, main
-from hf_seqmodels.training.lm_trainer import is_stateful
-from hf_seqmodels.training.schedules import lr_factor
+from hf_seqmodels.training import LMTrainingArguments, evaluate_causal_lm, train_causal_lm
+from hf_seqmodels.training.core import checkpointing
+from hf_seqmodels.training.core.cli import parse_config_overrides
+from hf_seqmodels.training.core.launch import make_accelerator
+from hf_seqmodels.training.core.schedules import lr_factor
+from hf_seqmodels.training.core.text import split_for_validation, tokenize_texts
+from hf_seqmodels.training.lm.cli import build_parser, main
+from hf_seqmodels.training.lm.data import ShuffledContextWindows, StreamWindows, batchify, shard_rows
+from hf_seqmodels.training.lm.trainer import is_stateful
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = "the cat sat on the mat. the dog sat on the log.\n" * 40

@@ -24,9 +24,9 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianConfig, Mar
 
 from hf_seqmodels.metrics import metric_path
 from hf_seqmodels.tokenization import train_tokenizer
-from hf_seqmodels.training.seq2seq_cli import MODEL_FAMILIES, attention_map
-from hf_seqmodels.training.seq2seq_cli import main as seq2seq_main
-from hf_seqmodels.training.seq2seq_data import (
+from hf_seqmodels.training.seq2seq.cli import MODEL_FAMILIES, attention_map
+from hf_seqmodels.training.seq2seq.cli import main as seq2seq_main
+from hf_seqmodels.training.seq2seq.data import (
     EncodedPairs,
     LengthBatches,
     ParallelCorpus,
@@ -35,7 +35,7 @@ from hf_seqmodels.training.seq2seq_data import (
     read_parallel_corpus,
     seq2seq_tokenizer,
 )
-from hf_seqmodels.training.seq2seq_trainer import (
+from hf_seqmodels.training.seq2seq.trainer import (
     Seq2SeqTrainingArguments,
     corpus_bleu,
     ddp_token_weight,

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Fine-tune a model on a downstream task with transformers' ``Trainer``.
 
-The logic lives in :mod:`hf_seqmodels.training.finetune`; ``--help`` lists every option (all of
+The logic lives in :mod:`hf_seqmodels.training.finetune.cli`; ``--help`` lists every option (all of
 ``TrainingArguments`` included). Examples::
 
     # SST-2 sentiment from a BERT pretrained with training/pretrain_bert.py
@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from hf_seqmodels.training.finetune import main  # noqa: E402
+from hf_seqmodels.training.finetune.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Pretrain BERT (masked LM + next-sentence prediction) on plain text.
 
-The logic lives in :mod:`hf_seqmodels.training.bert_cli`; ``--help`` lists every option. Example::
+The logic lives in :mod:`hf_seqmodels.training.bert.cli`; ``--help`` lists every option. Example::
 
     python training/pretrain_bert.py --train_file ../shared/data/wikitext2-heldout/valid.txt \
         --preset bert-mini --output_dir runs/bert-mini
@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from hf_seqmodels.training.bert_cli import main  # noqa: E402
+from hf_seqmodels.training.bert.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Train an attention RNN encoder-decoder or a Transformer on a parallel corpus, report sacreBLEU.
 
-The logic lives in :mod:`hf_seqmodels.training.seq2seq_cli`; ``--help`` lists every option. Example::
+The logic lives in :mod:`hf_seqmodels.training.seq2seq.cli`; ``--help`` lists every option. Example::
 
     python training/train_seq2seq.py \
         --train_source_file ../shared/data/multi30k/train.en.gz --train_target_file ../shared/data/multi30k/train.de.gz \
@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from hf_seqmodels.training.seq2seq_cli import main  # noqa: E402
+from hf_seqmodels.training.seq2seq.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

@@ -1,21 +1,31 @@
-"""Training: one engine (:mod:`.engine`) and a task on top of it for each kind of model.
+"""Training: one loop (:mod:`.core`) and one sub-package per task that plugs into it.
 
-* :mod:`.engine` – :class:`EngineArguments` and :class:`TrainingLoop`: accelerate, optimizer and
-  schedule, logging, time cap, atomic checkpoints that resume exactly, curves, the final save;
-* :mod:`.lm_trainer` – causal language modelling with TBPTT (:func:`train_causal_lm`);
-* :mod:`.data` – text loading, one token stream, TBPTT windows;
-* :mod:`.schedules` – Zaremba decay, warmup + cosine, Noam, constant (``LambdaLR`` factors);
-* :mod:`.checkpointing` – the checkpoint format, loaded with ``weights_only=True``;
-* :mod:`.plotting` – ``training_history.json`` and ``loss_curve.png``;
-* :mod:`.lm_cli` – the command line behind ``training/train_lm.py``;
-* :mod:`.finetune` – downstream tasks with transformers' ``Trainer`` (``training/finetune.py``), with
-  their data in :mod:`.classification_data`, :mod:`.token_classification_data` and :mod:`.qa_data`.
+* :mod:`.core` – what every run shares: the arguments, the loop (:class:`TrainingLoop`: accelerate,
+  optimizer and schedule, logging, evaluation, the time cap), atomic checkpoints that resume exactly,
+  stop signals, the launch (DDP, FSDP2, DeepSpeed from ``accelerate launch`` configs), model cards and
+  plots, text loading and the command-line plumbing;
+* :mod:`.lm` – causal language modelling with truncated BPTT (``training/train_lm.py``);
+* :mod:`.seq2seq` – encoder-decoders with teacher forcing and BLEU (``training/train_seq2seq.py``);
+* :mod:`.bert` – BERT pretraining, masked LM + next-sentence prediction (``training/pretrain_bert.py``);
+* :mod:`.finetune` – classification, tagging and extractive QA (``training/finetune.py``);
+* :mod:`.classic` – the n-gram LM and word embeddings, which are counted or trained by their own code.
 """
 
-from .engine import EngineArguments, TrainingLoop
-from .lm_trainer import LMTrainingArguments, evaluate_causal_lm, train_causal_lm
-from .qa_data import postprocess_predictions, prepare_eval_features, prepare_train_features, read_squad_json
-from .token_classification_data import label_list, predictions_to_tags, read_conll, tokenize_and_align_labels
+from .core.arguments import EngineArguments
+from .core.loop import TrainingLoop
+from .finetune.qa_data import (
+    postprocess_predictions,
+    prepare_eval_features,
+    prepare_train_features,
+    read_squad_json,
+)
+from .finetune.token_classification_data import (
+    label_list,
+    predictions_to_tags,
+    read_conll,
+    tokenize_and_align_labels,
+)
+from .lm.trainer import LMTrainingArguments, evaluate_causal_lm, train_causal_lm
 
 __all__ = [
     "EngineArguments",

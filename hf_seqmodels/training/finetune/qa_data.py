@@ -27,7 +27,7 @@ import datasets
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-from ..qa_spans import best_spans
+from ...qa_spans import best_spans
 
 _FEATURES = datasets.Features({
     "id": datasets.Value("string"),

@@ -23,10 +23,8 @@ from accelerate.logging import get_logger
 from accelerate.utils import set_seed
 from transformers import AutoModelForPreTraining
 
-from ..models import BertConfig
-from .bert_data import SpecialIds, create_pretraining_examples, split_documents, tokenize_documents
-from .bert_trainer import BertPretrainingArguments, BertPretrainingLoop
-from .cli_common import (
+from ...models import BertConfig
+from ..core.cli import (
     add_dataset_label_argument,
     add_engine_arguments,
     add_model_arguments,
@@ -40,8 +38,10 @@ from .cli_common import (
     finish_processes,
     load_tokenizer,
 )
-from .data import read_text_file
-from .engine import make_accelerator
+from ..core.launch import make_accelerator
+from ..core.text import read_text_file
+from .data import SpecialIds, create_pretraining_examples, split_documents, tokenize_documents
+from .trainer import BertPretrainingArguments, BertPretrainingLoop
 
 logger = get_logger(__name__)
 

@@ -31,8 +31,9 @@ from pathlib import Path
 
 import torch
 
-from ..models.config_utils import invalid
-from ..tokenization.special_tokens import with_special_token_switches
+from ...models.config_utils import invalid
+from ...tokenization.special_tokens import with_special_token_switches
+from ..core.text import pad_right
 
 
 @dataclass
@@ -183,14 +184,6 @@ def encode_corpus(corpus: ParallelCorpus, tokenizer, *, source_tokenizer=None, m
     return EncodedPairs(sources, targets)
 
 
-def pad_right(sequences: list[list[int]], value: int) -> torch.Tensor:
-    """Stack id lists into a ``(B, longest)`` LongTensor, right-padded with ``value``."""
-    padded = torch.full((len(sequences), max(len(s) for s in sequences)), value, dtype=torch.long)
-    for row, ids in enumerate(sequences):
-        padded[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-    return padded
-
-
 def collate_pairs(sources: list[list[int]], targets: list[list[int]] | None, pad_token_id: int) -> dict[str, torch.Tensor]:
     """Right-padded ``input_ids``/``attention_mask`` ``(B, S)`` and ``labels`` ``(B, T)`` (padding -100).
     ``pad_token_id`` pads the sources only: the source tokenizer's."""
@@ -273,7 +266,6 @@ __all__ = [
     "collate_pairs",
     "encode_corpus",
     "load_parallel_dataset",
-    "pad_right",
     "read_parallel_corpus",
     "seq2seq_tokenizer",
 ]

@@ -28,10 +28,12 @@ import torch.nn.functional as F
 from accelerate import Accelerator
 from accelerate.utils import gather_object
 
-from ..hub import SOURCE_TOKENIZER_FOLDER
-from ..models.config_utils import invalid
-from .engine import EngineArguments, TrainingLoop, make_accelerator, perplexity, process_share, share_counts
-from .seq2seq_data import EncodedPairs, LengthBatches, collate_pairs
+from ...hub import SOURCE_TOKENIZER_FOLDER
+from ...models.config_utils import invalid
+from ..core.arguments import EngineArguments
+from ..core.launch import make_accelerator
+from ..core.loop import TrainingLoop, perplexity, process_share, share_counts
+from .data import EncodedPairs, LengthBatches, collate_pairs
 
 
 @dataclass
@@ -125,7 +127,7 @@ def translate(model, tokenizer, sentences: list[str], source_tokenizer=None, **k
 def _bleu_metric():
     import evaluate
 
-    from ..metrics import metric_path
+    from ...metrics import metric_path
 
     return evaluate.load(metric_path("hfsm_sacrebleu"))
 

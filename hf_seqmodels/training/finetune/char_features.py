@@ -20,7 +20,7 @@ import datasets
 import torch
 from transformers import DataCollatorForTokenClassification, PreTrainedTokenizerBase
 
-from ..models.char_encoder import words_to_char_ids
+from ...models.char_encoder import words_to_char_ids
 
 
 def add_char_input_ids(features: datasets.Dataset, examples: datasets.Dataset, tokenizer: PreTrainedTokenizerBase,

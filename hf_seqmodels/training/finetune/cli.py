@@ -51,14 +51,14 @@ from transformers import (
     set_seed,
 )
 
-from ..hub import write_model_card
-from ..metrics import metric_path
-from ..models import BertConfig, BiLSTMCRFConfig, RNNConfig, TextCNNConfig
+from ...hub import write_model_card
+from ...metrics import metric_path
+from ...models import BertConfig, BiLSTMCRFConfig, RNNConfig, TextCNNConfig
+from ..core.cli import build_model as build_family_model
+from ..core.cli import configure_logging, dataset_label
+from ..core.plotting import plot_loss_curves, write_history
 from .char_features import DataCollatorForCharTagging, add_char_input_ids
 from .classification_data import LabelSpace, encode_classification, label_space, read_classification_file
-from .cli_common import build_model as build_family_model
-from .cli_common import configure_logging, dataset_label
-from .plotting import plot_loss_curves, write_history
 from .pretrained_embeddings import check_embedding_source, initialise_embeddings
 from .qa_data import postprocess_predictions, prepare_eval_features, prepare_train_features, read_squad_json
 from .token_classification_data import label_list, predictions_to_tags, read_conll, tokenize_and_align_labels
@@ -316,7 +316,7 @@ def prepare(data: FinetuneDataArguments, splits: dict[str, Dataset], tokenizer):
 
 
 def _history(log_history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Trainer's ``log_history`` in the format of :mod:`.plotting` (``train_loss`` / ``eval_loss`` per step)."""
+    """Trainer's ``log_history`` in the format of :mod:`..core.plotting` (``train_loss`` / ``eval_loss`` per step)."""
     records = []
     for entry in log_history:
         record = {"step": entry.get("step"), "epoch": entry.get("epoch")}

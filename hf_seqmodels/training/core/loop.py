@@ -12,22 +12,11 @@ task subclass says only what differs:
 * :meth:`TrainingLoop.evaluate_metrics` – validation metrics, at least ``eval_loss``;
 * :meth:`TrainingLoop.card_arguments` – the task's lines of the model card's hyper-parameter table.
 
-The tasks are causal language modelling with truncated BPTT (:mod:`.lm_trainer`) and
-sequence-to-sequence training with teacher forcing (:mod:`.seq2seq_trainer`).
+The tasks are causal language modelling with truncated BPTT (:mod:`..lm.trainer`) and
+sequence-to-sequence training with teacher forcing (:mod:`..seq2seq.trainer`).
 
-**Stop signals.** While :meth:`TrainingLoop.run` trains, SIGTERM and SIGINT (Ctrl-C) do not kill the
-run: the current update finishes, every process agrees on the stop (a flag max-reduced across
-processes before each update, so DDP ranks stop at the same step), a checkpoint is written and
-logged, and :class:`TrainingInterrupted` is raised. It is a ``SystemExit`` with status
-``128 + signal number`` — **143 for SIGTERM, 130 for SIGINT**, the shell's "terminated by this
-signal" — so a script exits with that status without a traceback, a scheduler sees a stopped (not a
-finished) job, ``train && push`` does not go on, and the final model is not written. Run the same
-command again with ``--resume_from_checkpoint latest`` to continue exactly. A second identical
-signal while stopping falls back to the previous handler (a second Ctrl-C raises
-``KeyboardInterrupt`` at once). The previous handlers are restored when ``run`` ends. Under
-``accelerate launch``/``torchrun`` the launcher forwards SIGTERM/SIGINT to its workers (and kills
-them 30 s later), so one signal to the launcher is enough; the launcher reports the workers' status
-as a failure with its own non-zero status.
+Stop signals and the time cap are :mod:`.signals`'; the launch (DDP, FSDP2, DeepSpeed) is :mod:`.launch`'s;
+model cards are :mod:`.cards`'.
 """
 
 from __future__ import annotations
@@ -35,28 +24,24 @@ from __future__ import annotations
 import contextlib
 import inspect
 import math
-import os
-import platform
 import signal
-import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
-from accelerate import Accelerator, PartialState
+from accelerate import Accelerator
 from accelerate.logging import get_logger
 from accelerate.utils import (
     DistributedType,
-    FullyShardedDataParallelPlugin,
-    InitProcessGroupKwargs,
-    LoggerType,
     set_seed,
 )
 from tqdm.auto import tqdm
 
-from ..models.config_utils import invalid
+from ...models.config_utils import invalid
+from .arguments import OPTIMIZERS, EngineArguments
+from .cards import configure_generation, engine_card_arguments, write_run_model_card
 from .checkpointing import (
     CheckpointWriteError,
     TrainerState,
@@ -66,142 +51,14 @@ from .checkpointing import (
     save_checkpoint,
     warn_if_low_disk_space,
 )
+from .launch import make_accelerator
 from .plotting import plot_attention, plot_loss_curves, write_history
-from .schedules import SCHEDULES, build_scheduler
+from .schedules import build_scheduler
+from .signals import STOP_SIGNALS, StopSignals, TrainingInterrupted
 
 logger = get_logger(__name__)
 
-OPTIMIZERS = ("sgd", "adamw")
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-MIXED_PRECISIONS = ("no", "fp16", "bf16")
 SELF_ATTENTION_PLOT = "self_attention.png"
-TRACKERS = tuple(t.value for t in LoggerType)  # tensorboard, wandb, mlflow, ... and "all"
-
-
-class TrainingInterrupted(SystemExit):
-    """Training stopped by a signal after writing a checkpoint; exits with status ``128 + signum``
-    (143 for SIGTERM, 130 for SIGINT) when not caught."""
-
-    def __init__(self, signum: int, step: int, checkpoint: Path | None):
-        super().__init__(128 + signum)
-        self.signum, self.step, self.checkpoint = signum, step, checkpoint
-
-    def __str__(self) -> str:
-        return (f"Training stopped by {signal.Signals(self.signum).name} after step {self.step}; checkpoint "
-                f"{self.checkpoint} (exit status {self.code})")
-
-
-class StopSignals:
-    """Records SIGTERM/SIGINT instead of dying, while active (see the module docstring).
-
-    ``received`` is the last signal number caught (0 if none). A second identical signal calls the
-    previous handler. Outside the main thread (where handlers cannot be installed) it does nothing.
-    """
-
-    def __init__(self, signals: tuple[int, ...] = STOP_SIGNALS):
-        self.signals, self.received, self.previous = signals, 0, {}
-
-    def _handle(self, signum, frame) -> None:
-        if self.received == signum:  # asked twice: give up on a clean stop
-            previous = self.previous.get(signum)
-            signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
-            signal.raise_signal(signum)
-            return
-        self.received = signum
-        logger.warning(f"Received {signal.Signals(signum).name}: stopping after the current update "
-                       "(send it again to stop at once).", main_process_only=False)
-
-    def __enter__(self) -> StopSignals:
-        if threading.current_thread() is threading.main_thread():
-            for sig in self.signals:
-                self.previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-        self.previous = {}
-
-
-@dataclass
-class EngineArguments:
-    """What shapes a training run apart from the data and the model (the model's shape is its config).
-
-    ``max_steps`` and ``max_train_minutes`` stop a run early and cleanly (evaluate, checkpoint,
-    save). ``lr_scheduler`` is one of ``"zaremba"`` (``decay_start_epoch``, ``decay_factor``),
-    ``"cosine"`` (``min_lr_ratio``), ``"noam"`` (Vaswani et al. 2017: ``learning_rate`` scales
-    ``d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5)``) or ``"constant"``; the others take
-    a linear ``warmup_steps`` ramp. An update reads ``gradient_accumulation_steps`` batches (the last one
-    of an epoch reads what is left) and all steps and schedules count updates.
-    ``resume_from_checkpoint`` is ``"latest"`` (the newest checkpoint of ``output_dir``, if any) or a
-    checkpoint folder.
-    """
-
-    output_dir: str
-    num_train_epochs: int = 1
-    max_steps: int | None = None
-    max_train_minutes: float | None = None
-    learning_rate: float = 1.0
-    optimizer: str = "sgd"
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_epsilon: float = 1e-8
-    weight_decay: float = 0.0
-    lr_scheduler: str = "constant"
-    decay_start_epoch: int = 4
-    decay_factor: float = 0.5
-    min_lr_ratio: float = 0.0
-    warmup_steps: int = 0
-    gradient_accumulation_steps: int = 1
-    max_grad_norm: float | None = 5.0
-    seed: int = 42
-    checkpointing_steps: int | None = None
-    save_total_limit: int | None = 2
-    resume_from_checkpoint: str | None = None
-    logging_steps: int = 50
-    plot: bool = True
-    generation_max_new_tokens: int = 200
-    mixed_precision: str = "no"
-    use_cpu: bool = False
-    disable_tqdm: bool = False
-    report_to: str = "none"
-    gradient_checkpointing: bool = False
-    torch_compile: bool = False
-
-    def __post_init__(self):
-        for name in ("num_train_epochs", "gradient_accumulation_steps", "logging_steps", "generation_max_new_tokens"):
-            if getattr(self, name) < 1:
-                raise invalid(name, getattr(self, name), "an integer >= 1")
-        for name in ("max_steps", "checkpointing_steps", "save_total_limit"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise invalid(name, getattr(self, name), "None or an integer >= 1")
-        if self.max_train_minutes is not None and self.max_train_minutes <= 0:
-            raise invalid("max_train_minutes", self.max_train_minutes, "None or a positive number of minutes")
-        if self.learning_rate <= 0:
-            raise invalid("learning_rate", self.learning_rate, "a positive number")
-        if self.optimizer not in OPTIMIZERS:
-            raise invalid("optimizer", self.optimizer, "one of " + ", ".join(map(repr, OPTIMIZERS)))
-        for name in ("adam_beta1", "adam_beta2"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise invalid(name, getattr(self, name), "a number in [0, 1)")
-        if self.adam_epsilon <= 0:
-            raise invalid("adam_epsilon", self.adam_epsilon, "a positive number")
-        if self.lr_scheduler not in SCHEDULES:
-            raise invalid("lr_scheduler", self.lr_scheduler, "one of " + ", ".join(map(repr, SCHEDULES)))
-        if self.max_grad_norm is not None and self.max_grad_norm <= 0:
-            raise invalid("max_grad_norm", self.max_grad_norm, "None (no clipping) or a positive number")
-        if self.mixed_precision not in MIXED_PRECISIONS:
-            raise invalid("mixed_precision", self.mixed_precision, "one of " + ", ".join(map(repr, MIXED_PRECISIONS)))
-        unknown = [name for name in self.trackers if name not in TRACKERS]
-        if unknown:
-            raise invalid("report_to", self.report_to, "'none', 'all' or a comma-separated list of "
-                          + ", ".join(map(repr, TRACKERS)))
-
-    @property
-    def trackers(self) -> list[str]:
-        """The experiment trackers of ``report_to`` (``"tensorboard,wandb"`` → two names; ``"none"`` → none)."""
-        names = [name.strip() for name in self.report_to.split(",") if name.strip()]
-        return [] if names in ([], ["none"]) else names
 
 
 def build_optimizer(model: torch.nn.Module, args: EngineArguments) -> torch.optim.Optimizer:
@@ -217,73 +74,6 @@ def model_width(model: torch.nn.Module) -> int | None:
     """``d_model`` of the Noam schedule: the config's ``d_model`` or ``hidden_size``."""
     config = getattr(model, "config", None)
     return getattr(config, "d_model", None) or getattr(config, "hidden_size", None)
-
-
-def make_accelerator(args: EngineArguments) -> Accelerator:
-    """The run's ``Accelerator`` (``ACCELERATE_USE_CPU=1``, set by ``accelerate launch --cpu``, also forces the CPU).
-
-    ``report_to`` trackers write under ``output_dir/runs`` (TensorBoard: ``tensorboard --logdir
-    output_dir/runs``)."""
-    deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
-    handlers = []
-    if deepspeed and not torch.cuda.is_available():
-        # accelerate 1.15 connects DeepSpeed's processes only through an accelerator's backend (NCCL...): CPU
-        # processes need gloo named. --use_cpu would make accelerate drop DeepSpeed for plain DDP.
-        handlers.append(InitProcessGroupKwargs(backend="gloo"))
-    elif deepspeed and args.use_cpu:
-        raise invalid("use_cpu", True, "False under a DeepSpeed launch on GPUs (accelerate would train with DDP on "
-                      "the CPU instead of DeepSpeed)")
-    accelerator = Accelerator(cpu=args.use_cpu and not deepspeed, mixed_precision=args.mixed_precision,
-                              log_with=args.trackers or None, project_dir=str(Path(args.output_dir) / "runs"),
-                              kwargs_handlers=handlers)
-    if args.mixed_precision == "fp16" and accelerator.device.type == "cpu":  # accelerate would silently run fp32
-        raise invalid("mixed_precision", "fp16", "'bf16' or 'no' on a CPU (fp16 autocast needs a GPU)")
-    if (accelerator.distributed_type == DistributedType.MULTI_CPU
-            and os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"):
-        shard_on_cpu(accelerator)
-    if accelerator.distributed_type == DistributedType.DEEPSPEED:
-        configure_deepspeed(accelerator.state.deepspeed_plugin.deepspeed_config, args, accelerator.num_processes)
-    return accelerator
-
-
-def configure_deepspeed(config: dict[str, Any], args: EngineArguments, num_processes: int) -> None:
-    """Make the DeepSpeed configuration of the launch agree with the run's flags (in place).
-
-    The engine builds its own optimizer and schedule and feeds DeepSpeed batches it made itself, so
-    DeepSpeed learns the batch sizes from here: ``per_device_train_batch_size`` (1 for token-count batches;
-    DeepSpeed only checks and reports it), ``gradient_accumulation_steps`` (the engine marks the last batch
-    of each update) and the clipping norm ``max_grad_norm`` (DeepSpeed clips; a different
-    ``gradient_clipping`` in the configuration file is overridden with a warning). ZeRO stages 0-2 keep
-    whole parameters on every process, which evaluation and saving use; stage 3 is refused."""
-    stage = config.get("zero_optimization", {}).get("stage", 0)
-    if stage not in (0, 1, 2):
-        raise invalid("zero_stage", stage, "0, 1 or 2 (ZeRO-3 partitions the parameters, which the engine's "
-                      "evaluation and saving do not gather; training/configs/fsdp.yaml shards them)")
-    clipping = 0.0 if args.max_grad_norm is None else float(args.max_grad_norm)
-    if config.get("gradient_clipping", "auto") not in ("auto", clipping):
-        logger.warning(f"The DeepSpeed configuration's gradient_clipping={config['gradient_clipping']} is replaced "
-                       f"by --max_grad_norm={args.max_grad_norm}.")
-    micro_batch = getattr(args, "per_device_train_batch_size", None) or 1
-    config.update(gradient_clipping=clipping, gradient_accumulation_steps=args.gradient_accumulation_steps,
-                  train_micro_batch_size_per_gpu=micro_batch,
-                  train_batch_size=micro_batch * args.gradient_accumulation_steps * num_processes)
-
-
-def shard_on_cpu(accelerator: Accelerator) -> None:
-    """Train with FSDP2 on CPU processes (gloo), as the launch's FSDP configuration asks.
-
-    torch's FSDP2 (``fully_shard``) runs on CPU, but accelerate 1.15 chooses FSDP only for accelerator
-    devices and falls back to DDP on CPU (see ``training/configs/fsdp_cpu_2proc.yaml``). This builds the
-    FSDP plugin from the launcher's ``FSDP_*`` variables and selects it, so that ``prepare`` shards the
-    model; FSDP1 needs a GPU and is refused."""
-    version = os.environ.get("FSDP_VERSION", "1")
-    if version != "2":
-        raise invalid("fsdp_version", version, "2 on CPU processes (FSDP1 needs GPUs; set fsdp_version: 2)")
-    plugin = FullyShardedDataParallelPlugin()
-    if accelerator.mixed_precision != "no":
-        plugin.set_mixed_precision(accelerator.mixed_precision)
-    accelerator.state.distributed_type = DistributedType.FSDP
-    accelerator.state.fsdp_plugin = plugin
 
 
 def share_counts(batches: list[dict[str, Any]], keys: tuple[str, ...]) -> list[float]:
@@ -304,71 +94,6 @@ def process_share(accelerator: Accelerator | None) -> tuple[int, int]:
 
 def perplexity(loss: float) -> float:
     return math.exp(loss) if loss < 700 else math.inf
-
-
-def configure_generation(model: torch.nn.Module, tokenizer, max_new_tokens: int) -> None:
-    """Sensible ``generation_config`` defaults: the tokenizer's bos/eos/pad ids and ``max_new_tokens``, which an
-    encoder-decoder with a position limit (``max_position_embeddings``) caps so its decoder stays inside it."""
-    generation_config = model.generation_config
-    positions = getattr(model.config, "max_position_embeddings", None)
-    if model.config.is_encoder_decoder and positions is not None and max_new_tokens >= positions:
-        logger.warning(f"generation_max_new_tokens={max_new_tokens} would take the decoder past "
-                       f"max_position_embeddings={positions}: generating at most {positions - 1} tokens.")
-        max_new_tokens = positions - 1  # after decoder_start_token_id
-    generation_config.max_new_tokens = max_new_tokens
-    for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
-        value = getattr(tokenizer, name, None) if tokenizer is not None else None
-        if value is None:
-            value = getattr(model.config, name, None)
-        setattr(generation_config, name, value)
-
-
-def describe_hardware(num_processes: int = 1) -> str:
-    """What trained the model, for its card: ``"2 processes on CPU (x86_64, 1 torch thread each)"`` or
-    ``"8 processes on NVIDIA H100 80GB HBM3"``."""
-    device = PartialState().device if PartialState._shared_state else torch.device("cpu")
-    processes = f"{num_processes} process{'es' if num_processes > 1 else ''}"
-    if device.type == "cuda":
-        return f"{processes} on {torch.cuda.get_device_name(device)}"
-    if device.type != "cpu":
-        return f"{processes} on {device.type}"
-    threads = torch.get_num_threads()
-    return f"{processes} on CPU ({platform.machine()}, {threads} torch thread{'s' if threads > 1 else ''} each)"
-
-
-def engine_card_arguments(args: EngineArguments, num_processes: int = 1) -> dict[str, Any]:
-    """The hyper-parameters every model card lists under "Training procedure"."""
-    schedule = f"{args.lr_scheduler}, {args.warmup_steps} warm-up steps"
-    if args.lr_scheduler == "zaremba":
-        schedule += f", x{args.decay_factor} per epoch after epoch {args.decay_start_epoch}"
-    optimizer = f"{args.optimizer} (weight decay {args.weight_decay})"
-    if args.optimizer == "adamw":
-        optimizer += f", betas ({args.adam_beta1}, {args.adam_beta2}), eps {args.adam_epsilon:g}"
-    extras = {"gradient accumulation (batches per update)": args.gradient_accumulation_steps
-              if args.gradient_accumulation_steps > 1 else None,
-              "activation checkpointing": args.gradient_checkpointing or None,
-              "torch.compile": args.torch_compile or None}
-    return {
-        "optimizer": optimizer,
-        "learning rate": args.learning_rate,
-        "schedule": schedule,
-        "gradient clipping (max norm)": args.max_grad_norm,
-        "epochs (max)": args.num_train_epochs,
-        "time cap (minutes)": args.max_train_minutes,
-        "hardware": describe_hardware(num_processes),
-        "mixed precision": args.mixed_precision,
-        "seed": args.seed,
-        **{k: v for k, v in extras.items() if v},
-    }
-
-
-def write_run_model_card(output_dir: str, model, tokenizer, results: dict[str, Any], hyper_parameters: dict[str, Any],
-                         training_data: str | None = None, **card_kwargs) -> None:
-    """The model card of a training run: results, hyper-parameters, data and loss curve."""
-    from ..hub import summarize_results, write_model_card
-
-    write_model_card(output_dir, model, tokenizer, summarize_results(results), training_args=hyper_parameters,
-                     training_data=training_data or "Not recorded.", **card_kwargs)
 
 
 class TrainingLoop:

@@ -31,8 +31,9 @@ from accelerate.logging import get_logger
 from accelerate.utils import set_seed
 from transformers import AutoModelForSeq2SeqLM
 
-from ..registry import FAMILIES
-from .cli_common import (
+from ...registry import FAMILIES
+from ..core.cards import engine_card_arguments, write_run_model_card
+from ..core.cli import (
     SEQ2SEQ_TEMPLATE,
     add_dataset_label_argument,
     add_engine_arguments,
@@ -51,10 +52,10 @@ from .cli_common import (
     tokenizer_config_fields,
     uses_separate_vocabularies,
 )
-from .engine import engine_card_arguments, make_accelerator, write_run_model_card
-from .plotting import plot_attention
-from .seq2seq_data import ParallelCorpus, encode_corpus, load_parallel_dataset, read_parallel_corpus
-from .seq2seq_trainer import Seq2SeqTrainingArguments, Seq2SeqTrainingLoop, evaluate_bleu
+from ..core.launch import make_accelerator
+from ..core.plotting import plot_attention
+from .data import ParallelCorpus, encode_corpus, load_parallel_dataset, read_parallel_corpus
+from .trainer import Seq2SeqTrainingArguments, Seq2SeqTrainingLoop, evaluate_bleu
 
 logger = get_logger(__name__)
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..models.config_utils import invalid
-from .seq2seq_data import pad_right
+from ...models.config_utils import invalid
+from ..core.text import pad_right
 
 _HEADING = re.compile(r"^\s*=( =)* .* =( =)*\s*$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")

@@ -63,7 +63,7 @@ import numpy as np
 import safetensors.torch
 import torch
 
-from ..models import RecurrentState
+from ...models import RecurrentState
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from typing import Any
 from accelerate import Accelerator
 from accelerate.logging import get_logger
 
-from ..hub import SOURCE_TOKENIZER_FOLDER
+from ...hub import SOURCE_TOKENIZER_FOLDER
 
 logger = get_logger(__name__)
 
@@ -203,7 +203,7 @@ def _train_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerat
     output_dir = Path(args.output_dir) / subfolder if subfolder else Path(args.output_dir)
     reuse = args.resume_from_checkpoint is not None and (output_dir / "tokenizer.json").is_file()
     if not reuse and accelerator.is_main_process:
-        from ..tokenization import CleaningConfig, train_tokenizer
+        from ...tokenization import CleaningConfig, train_tokenizer
 
         output_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=output_dir) as tmp:

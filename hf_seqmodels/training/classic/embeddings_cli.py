@@ -20,12 +20,12 @@ from pathlib import Path
 
 import torch
 
-from ..embeddings.cooccurrence import count_cooccurrences
-from ..embeddings.glove import GloVeConfig, GloVeTrainer
-from ..embeddings.svd import MATRICES, SVDConfig, train_svd
-from ..embeddings.vocabulary import SUBSAMPLING_FORMULAS, TOKENIZERS, Vocabulary
-from ..embeddings.word2vec import ARCHITECTURES, LOSSES, Word2VecConfig, Word2VecTrainer
-from .cli_common import configure_logging
+from ...embeddings.cooccurrence import count_cooccurrences
+from ...embeddings.glove import GloVeConfig, GloVeTrainer
+from ...embeddings.svd import MATRICES, SVDConfig, train_svd
+from ...embeddings.vocabulary import SUBSAMPLING_FORMULAS, TOKENIZERS, Vocabulary
+from ...embeddings.word2vec import ARCHITECTURES, LOSSES, Word2VecConfig, Word2VecTrainer
+from ..core.cli import configure_logging
 
 logger = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from accelerate.logging import get_logger
 from accelerate.utils import set_seed
 from transformers import AutoModelForCausalLM
 
-from ..models import NNLMConfig, RNNConfig, TransformerLMConfig
-from .cli_common import (
+from ...models import NNLMConfig, RNNConfig, TransformerLMConfig
+from ..core.cli import (
     add_dataset_label_argument,
     add_engine_arguments,
     add_model_arguments,
@@ -37,9 +37,9 @@ from .cli_common import (
     finish_processes,
     load_tokenizer,
 )
-from .data import load_text_splits, tokenize_texts
-from .engine import make_accelerator
-from .lm_trainer import LMTrainingArguments, train_causal_lm
+from ..core.launch import make_accelerator
+from ..core.text import load_text_splits, tokenize_texts
+from .trainer import LMTrainingArguments, train_causal_lm
 
 logger = get_logger(__name__)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ..embeddings.keyed_vectors import WordVectors
+from ...embeddings.keyed_vectors import WordVectors
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ optimizer step, scheduler step, detach the state. A Transformer LM carries no st
 is one training context of ``bptt`` tokens. The validation loss (mean token NLL in nats,
 token-weighted, over the whole validation stream with the state carried) is computed after each
 epoch and at the end. The loop itself — checkpoints, resuming, logging, the time cap — is the
-engine's (:mod:`.engine`).
+loop's (:mod:`..core.loop`).
 """
 
 from __future__ import annotations
@@ -24,18 +24,14 @@ import torch
 import torch.nn.functional as F
 from accelerate import Accelerator
 
-from ..models import RecurrentState
-from ..models.cache_naming import cache_field, output_cache
-from ..models.config_utils import invalid
+from ...models import RecurrentState
+from ...models.cache_naming import cache_field, output_cache
+from ...models.config_utils import invalid
+from ..core.arguments import EngineArguments
+from ..core.cards import engine_card_arguments
+from ..core.launch import make_accelerator
+from ..core.loop import TrainingLoop, perplexity, process_share
 from .data import ShuffledContextWindows, StreamWindows, Window, batchify, shard_rows
-from .engine import (
-    EngineArguments,
-    TrainingLoop,
-    engine_card_arguments,
-    make_accelerator,
-    perplexity,
-    process_share,
-)
 
 
 @dataclass

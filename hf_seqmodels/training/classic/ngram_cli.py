@@ -22,9 +22,9 @@ from typing import Any
 
 from accelerate import PartialState
 
-from ..ngram import SMOOTHINGS, NGramConfig, NGramLanguageModel
-from .cli_common import add_tokenizer_arguments, configure_logging, load_tokenizer
-from .data import load_text_splits, tokenize_texts
+from ...ngram import SMOOTHINGS, NGramConfig, NGramLanguageModel
+from ..core.cli import add_tokenizer_arguments, configure_logging, load_tokenizer
+from ..core.text import load_text_splits, tokenize_texts
 
 logger = logging.getLogger(__name__)
 

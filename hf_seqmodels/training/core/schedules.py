@@ -27,7 +27,7 @@ from collections.abc import Callable
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 
-from ..models.config_utils import invalid as _invalid
+from ...models.config_utils import invalid as _invalid
 
 SCHEDULES = ("zaremba", "cosine", "noam", "constant")
 

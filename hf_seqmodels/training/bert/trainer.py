@@ -18,9 +18,11 @@ import torch
 import torch.nn.functional as F
 from accelerate import Accelerator
 
-from ..models.config_utils import invalid
-from .bert_data import SpecialIds, collate_examples, mask_tokens, special_tokens_mask, wordpiece_word_starts
-from .engine import EngineArguments, TrainingLoop, make_accelerator, perplexity, process_share, share_counts
+from ...models.config_utils import invalid
+from ..core.arguments import EngineArguments
+from ..core.launch import make_accelerator
+from ..core.loop import TrainingLoop, perplexity, process_share, share_counts
+from .data import SpecialIds, collate_examples, mask_tokens, special_tokens_mask, wordpiece_word_starts
 
 
 @dataclass

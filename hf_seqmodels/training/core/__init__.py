@@ -1,0 +1,1 @@
+"""What every training run shares: arguments, the loop, checkpoints, signals, launch, cards and plots, text."""

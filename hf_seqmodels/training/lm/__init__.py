@@ -1,0 +1,1 @@
+"""Causal language modelling with truncated BPTT over token streams (``training/train_lm.py``)."""

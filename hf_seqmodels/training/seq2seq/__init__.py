@@ -1,0 +1,1 @@
+"""Sequence-to-sequence training: teacher forcing, length-bucketed batches, BLEU (``training/train_seq2seq.py``)."""

@@ -13,7 +13,7 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
 from hf_seqmodels.cli import main  # noqa: E402
-from hf_seqmodels.export import OnnxGenerator, export_model  # noqa: E402
+from hf_seqmodels.export import OnnxGenerator, export_generation, export_model  # noqa: E402
 from hf_seqmodels.models import RNNConfig, RNNForCausalLM  # noqa: E402
 from hf_seqmodels.registry import FAMILY_DESCRIPTIONS  # noqa: E402
 
@@ -76,14 +76,19 @@ def test_recurrent_scan_matches_packed_padding(tmp_path):
 
 @pytest.mark.parametrize("cell_type", ["lstm", "gru", "rnn_tanh"])
 def test_onnx_greedy_generation_equals_eager(cell_type, tmp_path):
+    """The recurrent LM's step graph reads the whole prompt in one call (a Scan) and then one token per call."""
     torch.manual_seed(0)
     model = RNNForCausalLM(RNNConfig.from_preset("tiny", cell_type=cell_type)).eval()
-    result = export_model(model, tmp_path)
-    assert result.generation_parity is True
+    paths, equal = export_generation(model, tmp_path)
+    assert equal is True and set(paths) == {"decoder_with_past"}
     prompt = torch.tensor([[7, 30, 12, 55]])
     want = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=12, do_sample=False)
-    got = OnnxGenerator(tmp_path).greedy(prompt.numpy(), max_new_tokens=12)
-    assert got.tolist() == want.tolist()
+    generator = OnnxGenerator(tmp_path)
+    assert generator.greedy(prompt.numpy(), max_new_tokens=12).tolist() == want.tolist()
+    beams = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=6, num_beams=3)
+    assert generator.beam_search(prompt.numpy(), num_beams=3, max_new_tokens=6).tolist() == beams.tolist()
+    with pytest.raises(ValueError, match="takes no mask"):  # no mask input: left padding would be read as tokens
+        generator.greedy(np.array([[0, 7, 30], [5, 6, 7]]), np.array([[0, 1, 1], [1, 1, 1]]))
 
 
 def test_onnx_generator_refuses_bad_input(tmp_path):
@@ -98,7 +103,8 @@ def test_cli_exports_a_saved_folder(tmp_path, capsys):
                  str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / "model.onnx").is_file() and (tmp_path / "out" / "decoder_with_past.onnx").is_file()
     assert "parity" in (tmp_path / "out" / "README.md").read_text().lower()
-    assert json.loads((tmp_path / "out" / "generation.json").read_text())["kind"] == "recurrent"
+    spec = json.loads((tmp_path / "out" / "generation.json").read_text())
+    assert spec["kind"] == "decoder-only" and spec["graphs"] == {"step": "decoder_with_past.onnx"}
     assert "Exported RNNForCausalLM" in capsys.readouterr().out
 
 

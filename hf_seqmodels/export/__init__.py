@@ -2,8 +2,9 @@
 onnxruntime from exported decoding steps.
 
 :func:`export_model` exports any head (``hf-seqmodels export`` on the command line); :class:`OnnxGenerator`
-decodes greedily with the step graphs it writes for the LSTM/GRU LMs, the Transformer LM and the RNN
-encoder-decoder with attention.
+runs greedy and beam search, equal to eager ``generate()``, over the decoding graphs that
+:func:`export_generation` writes (:mod:`.step_graphs`) for the recurrent LMs, the Transformer LM and the
+Transformer and RNN encoder-decoders.
 """
 
 from .exporting import FORMATS, ExportResult, export_model

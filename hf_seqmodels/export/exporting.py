@@ -4,7 +4,7 @@
 batch and sequence dimensions, saves it (``model.pt2`` or ``model.onnx``), runs the saved program on inputs
 of another batch size and length than the example (one row padded) and compares every output with the eager
 model, and writes a README.md describing the inputs, the outputs, the parity and how to run it. Generative
-heads also get the decoding-step graphs of :mod:`.onnx_generation` with ``format="onnx"``.
+heads also get the decoding graphs of :mod:`.step_graphs` with ``format="onnx"`` (:mod:`.onnx_generation`).
 """
 
 from __future__ import annotations

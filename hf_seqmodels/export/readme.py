@@ -27,11 +27,14 @@ def _usage(result) -> list[str]:
     lines = ["## How to run it", "", "```python", *code, "```", ""]
     if result.generation:
         lines += ["### Generation without torch", "",
-                  "The decoding-step graphs " + ", ".join(f"`{p.name}`" for p in result.generation.values())
-                  + " take and return the recurrent state or the key/value cache as plain tensors.", "",
+                  "The decoding graphs " + ", ".join(f"`{p.name}`" for p in result.generation.values())
+                  + " take and return the recurrent state or the key/value cache as plain tensors (`past.*` in, "
+                  "`present.*` out; `generation.json` names them and the special token ids).", "",
                   "```python", "from hf_seqmodels.export import OnnxGenerator", "",
-                  'generator = OnnxGenerator(".")', "tokens = generator.greedy(input_ids, max_new_tokens=20)"
-                  "  # numpy (batch, length) ids", "```", ""]
+                  'generator = OnnxGenerator(".")',
+                  "tokens = generator.greedy(input_ids, attention_mask, max_new_tokens=20)  # numpy (batch, length)",
+                  "best = generator.beam_search(input_ids, attention_mask, num_beams=4, max_new_tokens=20)",
+                  "```", ""]
     return lines
 
 

@@ -2,13 +2,16 @@
 
 Each family is one :class:`~hf_seqmodels.families.Family` of ``FAMILY_DESCRIPTIONS``: its configuration
 class, the model class for each Auto class, its tiny config, how to make inputs and labels for each head, and
-its capabilities; ``FAMILIES`` is the ``{config class: {Auto class: model class}}`` view of them.
+its capabilities, and its training recipes (:func:`training_recipe`); ``FAMILIES`` is the
+``{config class: {Auto class: model class}}`` view of them.
 :func:`register_all` (run by ``import hf_seqmodels``) registers them locally, marks every
 class for the Hub (so ``save_pretrained`` copies the code) and gives each config class the
 ``auto_map`` of *all* heads of its family, so that ``trust_remote_code=True`` finds any head.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from transformers import (
     AutoConfig,
@@ -74,6 +77,97 @@ def _transformer_attentions(config) -> dict[str, int]:
             "cross_attentions": config.decoder_layers}
 
 
+# -------------------------------------------------------------------------------------- training recipes ----
+# Keyed by transformers' TrainingArguments field names, plus bptt (the LM's training context) and the zaremba
+# schedule's decay_start_epoch / decay_factor (families.RECIPE_TASK_KEYS). max_grad_norm 0 clips nothing;
+# warmup_steps below 1 is a fraction of the steps (as in TrainingArguments). Our losses are means over the
+# predicted tokens: where a paper's SGD step sums the loss over a fixed number T of positions, the step here
+# is the same one, (learning rate, clipping norm) = (T x the paper's, the paper's / T).
+
+#: tests and smoke runs: small and fast
+_TINY = dict(optim="adamw_torch", learning_rate=1e-3, adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8,
+             lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0,
+             per_device_train_batch_size=8, gradient_accumulation_steps=1, num_train_epochs=1, max_steps=-1)
+_TINY_LM = dict(_TINY, bptt=16)
+
+# Bengio et al. (2003), section 4: SGD with rate 1e-3 after every predicted word (its 1 / (1 + 1e-8 t) decay
+# is negligible over a run: constant), weight decay 1e-4, no clipping, 10 to 20 epochs (early stopping on
+# validation). An update here averages 20 rows x 35 positions = 700 predictions: the paper's steps are lr 0.7.
+_BENGIO_2003 = dict(optim="sgd", learning_rate=0.7, lr_scheduler_type="constant", warmup_steps=0,
+                    weight_decay=1e-4, max_grad_norm=0.0, per_device_train_batch_size=20, num_train_epochs=15,
+                    bptt=35)
+
+
+def _zaremba(bptt: int, epochs: int, decay_start_epoch: int, decay_factor: float, clip: float) -> dict[str, Any]:
+    """Zaremba et al. (2014): SGD at rate 1 on the loss summed over ``bptt`` steps (mean over a batch of 20),
+    gradient norm clipped at ``clip``, rate times ``decay_factor`` each epoch from ``decay_start_epoch`` on."""
+    return dict(optim="sgd", learning_rate=float(bptt), lr_scheduler_type="zaremba",
+                decay_start_epoch=decay_start_epoch, decay_factor=decay_factor, warmup_steps=0, weight_decay=0.0,
+                max_grad_norm=clip / bptt, per_device_train_batch_size=20, num_train_epochs=epochs, bptt=bptt)
+
+
+# Karpathy's char-rnn (train.lua defaults): RMSprop at 2e-3, times 0.97 each epoch after 10, batches of
+# 50 x 50 characters, gradients clamped at 5, 50 epochs. We offer no RMSprop: Adam at the same rate.
+_CHAR_RNN = dict(optim="adamw_torch", learning_rate=2e-3, lr_scheduler_type="zaremba", decay_start_epoch=10,
+                 decay_factor=0.97, warmup_steps=0, weight_decay=0.0, max_grad_norm=5.0,
+                 per_device_train_batch_size=50, num_train_epochs=50, bptt=50)
+# recurrent classifiers and taggers trained from scratch: no paper preset, a plain Adam recipe
+_RNN_CLASSIFIER = dict(optim="adamw_torch", learning_rate=1e-3, lr_scheduler_type="linear", warmup_steps=0,
+                       weight_decay=0.0, max_grad_norm=5.0, per_device_train_batch_size=32, num_train_epochs=5)
+
+# Bahdanau et al. (2015), appendix B: minibatches of 80 sentence pairs, gradient norm rescaled to at most 1,
+# Adadelta (rho 0.95, eps 1e-6) for about five days. We offer no Adadelta: Adam at 1e-3, 5 epochs.
+_RNNSEARCH = dict(optim="adamw_torch", learning_rate=1e-3, lr_scheduler_type="constant", warmup_steps=0,
+                  weight_decay=0.0, max_grad_norm=1.0, per_device_train_batch_size=80, num_train_epochs=5)
+# Luong et al. (2015), section 4.1: SGD at 1.0, batches of 128, gradient norm rescaled to at most 5; 10 epochs
+# halving the rate after 5, and for the dropout models (ours: dropout 0.2) 12 epochs halving after 8. The paper
+# sums the loss over a sentence's target words (about 25), ours averages them: smaller steps at the same rate.
+_LUONG = dict(optim="sgd", learning_rate=1.0, lr_scheduler_type="zaremba", decay_start_epoch=8, decay_factor=0.5,
+              warmup_steps=0, weight_decay=0.0, max_grad_norm=5.0, per_device_train_batch_size=128,
+              num_train_epochs=12)
+
+# Vaswani et al. (2017), section 5: Adam (0.9, 0.98, 1e-9), noam schedule (learning_rate 1 scales it) with
+# 4000 warm-up steps, no clipping, about 25,000 target tokens an update on 8 GPUs (here 8 accumulated batches
+# of 112 pairs of about 28 tokens), 100,000 steps (big: 300,000); label smoothing is in the config.
+_VASWANI = dict(optim="adamw_torch", learning_rate=1.0, adam_beta1=0.9, adam_beta2=0.98, adam_epsilon=1e-9,
+                lr_scheduler_type="noam", warmup_steps=4000, weight_decay=0.0, max_grad_norm=0.0,
+                per_device_train_batch_size=112, gradient_accumulation_steps=8, max_steps=100_000)
+# the decoder alone as an LM: the same updates of about 25,000 tokens (8 x 6 rows of 512)
+_VASWANI_LM = dict(_VASWANI, per_device_train_batch_size=6, bptt=512)
+# Radford et al. (2018), section 4.1: Adam at 2.5e-4, linear warm-up over 2000 updates then cosine to 0,
+# 64 sequences of 512 tokens, 100 epochs, weight decay 0.01; the released code clips the gradient norm at 1.
+_GPT_1 = dict(optim="adamw_torch", learning_rate=2.5e-4, adam_beta2=0.999, adam_epsilon=1e-8,
+              lr_scheduler_type="cosine", warmup_steps=2000, weight_decay=0.01, max_grad_norm=1.0,
+              per_device_train_batch_size=64, gradient_accumulation_steps=1, num_train_epochs=100, max_steps=-1,
+              bptt=512)
+
+# Devlin et al. (2019), appendix A.2: Adam at 1e-4 (0.9, 0.999; eps 1e-6 in the released code), weight decay
+# 0.01, warm-up over 10,000 steps then linear decay, 256 sequences an update (here 8 accumulated batches of 32),
+# 1,000,000 steps; the released code clips the gradient norm at 1. The compact models of Turc et al. (2019)
+# take this recipe too.
+_BERT_PRETRAINING = dict(optim="adamw_torch", learning_rate=1e-4, adam_beta1=0.9, adam_beta2=0.999,
+                         adam_epsilon=1e-6, lr_scheduler_type="linear", warmup_steps=10_000, weight_decay=0.01,
+                         max_grad_norm=1.0, per_device_train_batch_size=32, gradient_accumulation_steps=8,
+                         max_steps=1_000_000)
+
+
+def _bert_finetuning(learning_rate: float, batch_size: int) -> dict[str, Any]:
+    """Devlin et al. (2019), section 4 and appendix A.3: Adam, 3 epochs, warm-up over the first 10% of the
+    steps then linear decay, weight decay 0.01 (the released code's)."""
+    return dict(optim="adamw_torch", learning_rate=learning_rate, lr_scheduler_type="linear", warmup_steps=0.1,
+                weight_decay=0.01, max_grad_norm=1.0, per_device_train_batch_size=batch_size, num_train_epochs=3)
+
+
+# Kim (2014), section 3.1: Adadelta (rho 0.95), minibatches of 50, no gradient clipping (the output layer's l2
+# max-norm is in the config), 25 epochs in the released code. We offer no Adadelta: Adam at 1e-3.
+_KIM_2014 = dict(optim="adamw_torch", learning_rate=1e-3, lr_scheduler_type="constant", warmup_steps=0,
+                 weight_decay=0.0, max_grad_norm=0.0, per_device_train_batch_size=50, num_train_epochs=25)
+# Lample et al. (2016), section 4: SGD at 0.01 on one sentence at a time, gradient norm clipped at 5 (the
+# paper gives no epoch count: 50 here).
+_LAMPLE_2016 = dict(optim="sgd", learning_rate=0.01, lr_scheduler_type="constant", warmup_steps=0,
+                    weight_decay=0.0, max_grad_norm=5.0, per_device_train_batch_size=1, num_train_epochs=50)
+
+
 FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
     Family(
         name="bilstm_crf", config_class=BiLSTMCRFConfig,
@@ -81,6 +175,7 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         make_inputs=tagger_inputs, hidden_states=_recurrent_layers,
         tiny_overrides={"id2label": {0: "O", 1: "B-X", 2: "I-X"}},
         capabilities=Capabilities(inputs_embeds=True, num_items_in_batch=False),
+        recipe=_LAMPLE_2016, preset_recipes={"tiny": _TINY},
     ),
     Family(
         name="nnlm", config_class=NNLMConfig,
@@ -88,6 +183,7 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         make_inputs=sequence_inputs, hidden_states=lambda config: {"hidden_states": 2},  # x = [C(w)...], tanh layer
         common_properties=("vocab_size", "hidden_size"),
         capabilities=Capabilities(stateful_cache=True, inputs_embeds=True, gradient_checkpointing=False),
+        recipe=_BENGIO_2003, preset_recipes={"tiny": _TINY_LM},
     ),
     Family(
         name="rnn", config_class=RNNConfig,
@@ -99,6 +195,17 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         },
         make_inputs=sequence_inputs, hidden_states=_recurrent_layers,
         capabilities=Capabilities(stateful_cache=True, inputs_embeds=True, tied_embeddings=True),
+        # Zaremba's small model: his released code's 20 steps (the paper's 35 are the medium and large ones)
+        recipe=_zaremba(bptt=20, epochs=13, decay_start_epoch=4, decay_factor=0.5, clip=5.0),
+        preset_recipes={
+            "tiny": _TINY_LM,
+            "zaremba-medium": _zaremba(bptt=35, epochs=39, decay_start_epoch=6, decay_factor=1 / 1.2, clip=5.0),
+            "zaremba-large": _zaremba(bptt=35, epochs=55, decay_start_epoch=14, decay_factor=1 / 1.15, clip=10.0),
+            "char-rnn": _CHAR_RNN,
+            "peephole-lstm": _CHAR_RNN,
+        },
+        task_recipes={"AutoModelForSequenceClassification": _RNN_CLASSIFIER,
+                      "AutoModelForTokenClassification": _RNN_CLASSIFIER},
     ),
     Family(
         name="rnn_seq2seq", config_class=RNNSeq2SeqConfig,
@@ -106,6 +213,8 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         make_inputs=seq2seq_inputs, hidden_states=_seq2seq_stacks,
         attentions=lambda config: {"cross_attentions": 1},  # the decoder's alignment over the source
         capabilities=Capabilities(is_encoder_decoder=True, stateful_cache=True, tied_embeddings=True),
+        recipe=_RNNSEARCH,
+        preset_recipes={"tiny": _TINY, "luong-dot": _LUONG, "luong-general": _LUONG, "luong-concat": _LUONG},
     ),
     Family(
         name="transformer", config_class=TransformerConfig,
@@ -114,6 +223,7 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         common_properties=("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"),
         capabilities=Capabilities(is_encoder_decoder=True, static_cache=True, inputs_embeds=True, sdpa=True,
                                   tied_embeddings=True),
+        recipe=_VASWANI, preset_recipes={"tiny": _TINY, "transformer-big": dict(max_steps=300_000)},
     ),
     Family(
         name="transformer_lm", config_class=TransformerLMConfig,
@@ -123,6 +233,7 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         attentions=lambda config: {"attentions": config.decoder_layers},
         common_properties=("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"),
         capabilities=Capabilities(static_cache=True, inputs_embeds=True, sdpa=True, tied_embeddings=True),
+        recipe=_VASWANI_LM, preset_recipes={"tiny": _TINY_LM, "gpt-1": _GPT_1},
     ),
     Family(
         name="bert", config_class=BertConfig,
@@ -141,6 +252,13 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         attentions=lambda config: {"attentions": config.num_hidden_layers},
         common_properties=("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"),
         capabilities=Capabilities(static_cache=True, inputs_embeds=True, sdpa=True, tied_embeddings=True),
+        recipe=_BERT_PRETRAINING, preset_recipes={"tiny": _TINY},
+        task_recipes={  # GLUE and CoNLL: 2e-5 of {5e-5, 3e-5, 2e-5}, batch 32; SQuAD v1.1: 5e-5; SWAG: 2e-5, 16
+            "AutoModelForSequenceClassification": _bert_finetuning(2e-5, 32),
+            "AutoModelForTokenClassification": _bert_finetuning(2e-5, 32),
+            "AutoModelForQuestionAnswering": _bert_finetuning(5e-5, 32),
+            "AutoModelForMultipleChoice": _bert_finetuning(2e-5, 16),
+        },
     ),
     Family(
         name="textcnn", config_class=TextCNNConfig,
@@ -148,6 +266,7 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         make_inputs=sequence_inputs, hidden_states=lambda config: {"hidden_states": 2},  # word vectors, features
         common_properties=("vocab_size",),
         capabilities=Capabilities(gradient_checkpointing=False, mask_removes_tokens=True),
+        recipe=_KIM_2014, preset_recipes={"tiny": _TINY},
     ),
 )
 
@@ -163,6 +282,28 @@ def family_of(config_or_class) -> Family:
             return family
     raise ValueError(f"{config_or_class!r} belongs to no family of the package; families: "
                      f"{[f.name for f in FAMILY_DESCRIPTIONS]}")
+
+
+def family_named(name: str) -> Family:
+    """The :class:`Family` called ``name`` (``"rnn"``, ``"bert"``, ...); ValueError listing them otherwise."""
+    for family in FAMILY_DESCRIPTIONS:
+        if family.name == name:
+            return family
+    raise ValueError(f"model_family={name!r} is not a family of the package; families: "
+                     f"{', '.join(f.name for f in FAMILY_DESCRIPTIONS)}")
+
+
+def training_recipe(family_name: str, preset: str | None = None, task: str | type | None = None) -> dict[str, Any]:
+    """The training recipe of ``preset`` of the family ``family_name``, keyed by ``TrainingArguments`` field
+    names (plus ``bptt``, ``decay_start_epoch``, ``decay_factor``): the family default merged with the preset's
+    entry (no preset: the family default). ``task`` (an Auto class or its name, e.g.
+    ``"AutoModelForSequenceClassification"``) selects a head's own recipe where it has one (BERT fine-tuning).
+    Explicit command-line values override it. ValueError names the bad family, preset or task and the known ones.
+
+    >>> training_recipe("rnn", "zaremba-medium")["decay_start_epoch"]
+    6
+    """
+    return family_named(family_name).training_recipe(preset, task)
 
 
 _registered = False

@@ -15,6 +15,10 @@ ids, so every target is predicted from its full ``n - 1``-token context (only th
 each row sees the pad id instead): an epoch is exactly the set of all ``(n - 1)``-token windows of
 the text, each once, in a fixed order — the same as "fixed windows" training without shuffling.
 :class:`ShuffledContextWindows` draws the same windows in a random order instead (NNLM only).
+
+A stream is either a tensor in RAM (:func:`~..core.text.tokenize_texts`) or a read-only ``numpy`` memory
+map of ``uint16``/``uint32`` ids (:func:`~..core.token_files.lm_token_streams`). Rows of a memory map are
+views of the file, never copies: only the ids of each window are read, and become an int64 tensor.
 """
 
 from __future__ import annotations
@@ -22,27 +26,47 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ..core.text import _invalid
 
+Ids = torch.Tensor | np.ndarray  # a stream in RAM, or a memory map of token files
 
-def batchify(ids: torch.Tensor, batch_size: int) -> torch.Tensor:
-    """Cut the stream ``ids`` ``(L,)`` into ``batch_size`` contiguous rows ``(B, L // B)``."""
+
+def as_long_tensor(ids: Ids) -> torch.Tensor:
+    """``ids`` as a contiguous int64 tensor: a tensor as it is (converted if needed), a numpy array (a slice
+    of a memory map) read into a new tensor."""
+    if isinstance(ids, torch.Tensor):
+        return ids.long().contiguous()
+    return torch.from_numpy(np.array(ids, dtype=np.int64))
+
+
+def stream_slice(ids: Ids, start: int, stop: int) -> torch.Tensor:
+    """``ids[start:stop]`` of a stream ``(L,)`` as an int64 tensor ``(stop - start,)`` (only that slice is read)."""
+    return as_long_tensor(ids[start:stop])
+
+
+def batchify(ids: Ids, batch_size: int) -> Ids:
+    """Cut the stream ``ids`` ``(L,)`` into ``batch_size`` contiguous rows ``(B, L // B)``: a view, of the
+    tensor or of the memory map (nothing is copied)."""
     if batch_size < 1:
         raise _invalid("batch_size", batch_size, "an integer >= 1")
-    length = ids.numel() // batch_size
+    length = len(ids) // batch_size
     if length < 2:
         raise ValueError(
-            f"A stream of {ids.numel()} tokens is too short for {batch_size} rows of at least 2 tokens; "
+            f"A stream of {len(ids)} tokens is too short for {batch_size} rows of at least 2 tokens; "
             "use a smaller batch size or more text."
         )
-    return ids[: length * batch_size].view(batch_size, length)  # (B, N)
+    return ids[: length * batch_size].reshape(batch_size, length)  # (B, N)
 
 
-def shard_rows(rows: torch.Tensor, process_index: int, num_processes: int) -> torch.Tensor:
-    """Process ``process_index``'s contiguous block of rows; the first ``len % num_processes`` blocks get one more."""
-    return torch.tensor_split(rows, num_processes, dim=0)[process_index]
+def shard_rows(rows: Ids, process_index: int, num_processes: int) -> Ids:
+    """Process ``process_index``'s contiguous block of rows; the first ``len % num_processes`` blocks get one
+    more (a view of a tensor or of a memory map)."""
+    if isinstance(rows, torch.Tensor):
+        return torch.tensor_split(rows, num_processes, dim=0)[process_index]
+    return np.array_split(rows, num_processes, axis=0)[process_index]
 
 
 @dataclass(frozen=True)
@@ -64,13 +88,13 @@ class Window:
 class StreamWindows:
     """TBPTT windows over ``streams`` ``(B, N)``: window ``i`` covers columns ``[i*bptt, (i+1)*bptt]``.
 
-    There are ``ceil((N - 1) / bptt)`` windows; the last one may be shorter. The order is fixed, so
+    ``streams`` is a tensor or a (memory-mapped) numpy array; each window is read into int64 tensors. There are ``ceil((N - 1) / bptt)`` windows; the last one may be shorter. The order is fixed, so
     ``epoch`` is ignored and the model's state is carried across windows (``carries_state``).
     """
 
     carries_state = True
 
-    def __init__(self, streams: torch.Tensor, bptt: int):
+    def __init__(self, streams: Ids, bptt: int):
         if bptt < 1:
             raise _invalid("bptt", bptt, "an integer >= 1")
         self.streams = streams
@@ -83,8 +107,8 @@ class StreamWindows:
         start = index * self.bptt
         length = min(self.bptt, self.streams.shape[1] - 1 - start)
         return Window(
-            input_ids=self.streams[:, start : start + length].contiguous(),  # (B, T)
-            labels=self.streams[:, start + 1 : start + 1 + length].contiguous(),  # (B, T)
+            input_ids=as_long_tensor(self.streams[:, start : start + length]),  # (B, T)
+            labels=as_long_tensor(self.streams[:, start + 1 : start + 1 + length]),  # (B, T)
         )
 
 
@@ -97,21 +121,21 @@ class ShuffledContextWindows:
     (``torch.Generator`` seeded with ``seed + epoch``, so a resumed run sees the same order) and
     batches ``global_batch_size`` blocks per window (an incomplete last batch is dropped); each
     process takes its contiguous block of rows of every batch. Only a model whose whole state is
-    its context (the NNLM) can be trained this way.
+    its context (the NNLM) can be trained this way. ``ids`` may be a memory map: each batch gathers
+    only its own ids.
     """
 
     carries_state = False
 
-    def __init__(self, ids: torch.Tensor, *, context_size: int, block_size: int, global_batch_size: int,
+    def __init__(self, ids: Ids, *, context_size: int, block_size: int, global_batch_size: int,
                  process_index: int = 0, num_processes: int = 1, seed: int = 0, fill_id: int = 0):
         if block_size < 1:
             raise _invalid("bptt", block_size, "an integer >= 1")
-        self.ids = ids
-        self.padded = torch.cat([torch.full((context_size,), fill_id, dtype=ids.dtype), ids])
+        self.ids, self.fill_id = ids, fill_id
         self.context_size, self.block_size = context_size, block_size
         self.global_batch_size, self.seed = global_batch_size, seed
         self.process_index, self.num_processes = process_index, num_processes
-        self.num_blocks = (ids.numel() - 1) // block_size
+        self.num_blocks = (len(ids) - 1) // block_size
         if len(self) < 1:
             raise ValueError(f"{self.num_blocks} blocks of {block_size} tokens do not fill one batch of "
                              f"{global_batch_size}; use a smaller batch size or bptt.")
@@ -129,16 +153,24 @@ class ShuffledContextWindows:
     def batch(self, index: int, epoch: int = 0) -> Window:
         blocks = self._permutation(epoch)[index * self.global_batch_size : (index + 1) * self.global_batch_size]
         starts = shard_rows(blocks, self.process_index, self.num_processes) * self.block_size  # (B,)
-        offsets = torch.arange(self.block_size)
-        positions = starts[:, None] + offsets  # (B, T)
-        context = self.padded[starts[:, None] + torch.arange(self.context_size)]  # (B, n-1)
-        return Window(input_ids=self.ids[positions], labels=self.ids[positions + 1], context=context)
+        positions = starts[:, None] + torch.arange(self.block_size)  # (B, T)
+        before = starts[:, None] + torch.arange(-self.context_size, 0)  # (B, n-1), negative before the stream
+        context = self._gather(before.clamp(min=0)).masked_fill(before < 0, self.fill_id)
+        return Window(input_ids=self._gather(positions), labels=self._gather(positions + 1), context=context)
+
+    def _gather(self, positions: torch.Tensor) -> torch.Tensor:
+        """``ids[positions]`` as int64, the shape of ``positions``."""
+        if isinstance(self.ids, torch.Tensor):
+            return self.ids[positions].long()
+        return as_long_tensor(self.ids[positions.numpy()])
 
 
 __all__ = [
     "ShuffledContextWindows",
     "StreamWindows",
     "Window",
+    "as_long_tensor",
     "batchify",
     "shard_rows",
+    "stream_slice",
 ]

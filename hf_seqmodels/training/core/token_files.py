@@ -1,0 +1,593 @@
+"""Token files: a corpus tokenised once, to disk, and read back through memory maps by every process.
+
+The layout follows nanoGPT's ``prepare.py`` and fairseq's binarised data: each array is a flat binary file
+of ``uint16`` ids (``uint32`` when the vocabulary has more than 65,536 tokens) or ``int64`` offsets, and a
+``meta.json`` lists the arrays with their dtype and length. Offsets index a flat id array: ``offsets[i]`` to
+``offsets[i + 1]`` are the ids of item ``i`` (a sentence of a pair, a sentence of a document), so an item is
+one slice and the RAM of a run does not grow with the corpus. We chose flat arrays over Arrow datasets
+because every task reads contiguous slices (LM windows, whole sentences): a slice of a memory map is the
+cheapest read there is, and the files need no library to be read.
+
+Every prepared corpus lives in its own folder under the cache folder (:func:`default_cache_dir`), named by a
+hash of everything that decides its ids (:func:`cache_key`): the task and its preprocessing arguments, the
+tokenizer's serialised JSON and settings, and each input file's resolved path, size and modification time.
+A changed tokenizer, argument or file therefore prepares new files instead of reusing stale ones. A folder
+is written under a temporary name and renamed when complete, so a reader never sees half a corpus, and a
+later run maps the folder as it is (``overwrite_cache=True`` prepares it again).
+
+With ``accelerate``, the local main process of each machine prepares the files while the others wait
+(``local_main_process_first``); then every process maps the same files read-only.
+
+Three tasks are served:
+
+* :func:`lm_token_streams`: a language model's training and validation streams of ids, exactly
+  :func:`~.text.tokenize_texts` of :func:`~.text.load_text_splits`'s texts;
+* :func:`seq2seq_token_pairs`: the encoded sentence pairs of a parallel corpus, exactly
+  :func:`~..seq2seq.data.encode_corpus`'s, with a length index for token-budget batching;
+* :func:`bert_token_documents`: BERT's documents of tokenised sentences, exactly
+  :func:`~..bert.data.tokenize_documents` of :func:`~..bert.data.split_documents`'s documents.
+
+Text is read in blocks of characters and tokenised in batches of line chunks: neither the corpus as one
+``str`` nor its ids as one Python list is ever held.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import hashlib
+import itertools
+import json
+import math
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from .text import _invalid
+
+FORMAT_VERSION = 1
+LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")  # what str.splitlines cuts at
+BLOCK_CHARS = 1 << 20  # characters read at a time
+CHUNKS_PER_CALL = 64  # line chunks tokenised per tokenizer call
+
+
+# --------------------------------------------------------------------------- cache folder and key
+
+
+def default_cache_dir() -> Path:
+    """``$HF_SEQMODELS_CACHE``, else ``hf_seqmodels_tokens`` beside the ``datasets`` cache
+    (``$HF_HOME``, by default ``~/.cache/huggingface``)."""
+    if os.environ.get("HF_SEQMODELS_CACHE"):
+        return Path(os.environ["HF_SEQMODELS_CACHE"])
+    hf_home = os.environ.get("HF_HOME") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "huggingface"
+    return Path(hf_home) / "hf_seqmodels_tokens"
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """SHA-256 of what decides a tokenizer's ids: its class, serialised ``tokenizer.json`` (fast tokenizers;
+    otherwise every file ``save_pretrained`` writes), special tokens and ``add_bos``/``add_eos`` switches."""
+    digest = hashlib.sha256(type(tokenizer).__name__.encode())
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        digest.update(backend.to_str().encode())
+    else:
+        with tempfile.TemporaryDirectory() as folder:
+            tokenizer.save_pretrained(folder)
+            for path in sorted(Path(folder).rglob("*")):
+                if path.is_file():
+                    digest.update(path.name.encode() + path.read_bytes())
+    settings = {"special": {k: str(v) for k, v in sorted(tokenizer.special_tokens_map.items())},
+                "added": sorted(tokenizer.get_added_vocab().items()), "size": len(tokenizer),
+                **{name: getattr(tokenizer, name, None) for name in ("add_bos_token", "add_eos_token")}}
+    digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
+def file_identity(path: str | Path) -> dict:
+    """A file's resolved path, size and modification time (ns): a changed file gets a new cache key."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"Text file {str(path)!r} does not exist.")
+    stat = path.stat()
+    return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def cache_key(task: str, tokenizers: dict, files: Iterable[str | Path], arguments: dict) -> str:
+    """The folder name of a prepared corpus: ``<task>-<24 hex digits>`` of the hash of the format version,
+    the tokenizers' fingerprints, the input files' identities and the preprocessing ``arguments``."""
+    material = {"version": FORMAT_VERSION, "task": task, "arguments": arguments,
+                "tokenizers": {name: tokenizer_fingerprint(t) for name, t in tokenizers.items() if t is not None},
+                "files": [file_identity(f) for f in files]}
+    return f"{task}-{hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:24]}"
+
+
+def token_dtype(tokenizer) -> np.dtype:
+    """``uint16`` for vocabularies of at most 65,536 tokens, else ``uint32``."""
+    return np.dtype(np.uint16) if len(tokenizer) <= 1 << 16 else np.dtype(np.uint32)
+
+
+# --------------------------------------------------------------------------- writing and mapping
+
+
+class ArrayWriter:
+    """Appends ids (or offsets) to a flat binary file, converting each block to ``dtype``."""
+
+    def __init__(self, path: Path, dtype: np.dtype):
+        self.path, self.dtype, self.length = path, np.dtype(dtype), 0
+        self._file = open(path, "wb")  # noqa: SIM115 (closed by close())
+
+    def append(self, values: np.ndarray | list[int]) -> None:
+        block = np.asarray(values, dtype=np.int64)
+        if block.size and self.dtype.kind == "u" and (block.min() < 0 or block.max() > np.iinfo(self.dtype).max):
+            raise ValueError(f"An id outside [0, {np.iinfo(self.dtype).max}] cannot be stored as {self.dtype} "
+                             f"in {self.path.name}; got ids {block.min()}..{block.max()}.")
+        block.astype(self.dtype).tofile(self._file)
+        self.length += block.size
+
+    def close(self) -> dict:
+        self._file.close()
+        return {"dtype": self.dtype.name, "length": self.length}
+
+
+def map_array(folder: Path, name: str, meta: dict) -> np.ndarray:
+    """The read-only memory map of array ``name`` (an empty array when it has no element)."""
+    info = meta["arrays"][name]
+    if info["length"] == 0:
+        return np.zeros(0, dtype=info["dtype"])
+    return np.memmap(folder / f"{name}.bin", dtype=info["dtype"], mode="r", shape=(info["length"],))
+
+
+def _read_meta(folder: Path) -> dict | None:
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return meta if meta.get("version") == FORMAT_VERSION else None
+
+
+def _publish(tmp: Path, folder: Path) -> None:
+    """Rename the complete ``tmp`` folder to ``folder`` (replacing an older one): readers see all or nothing."""
+    if folder.exists():
+        stale = folder.with_name(f".{folder.name}.stale-{uuid.uuid4().hex[:8]}")
+        os.replace(folder, stale)
+        shutil.rmtree(stale, ignore_errors=True)
+    try:
+        os.replace(tmp, folder)
+    except OSError:  # another machine sharing the folder published first: keep its files
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def prepare(key: str, build: Callable[[Path], dict], *, cache_dir: str | Path | None = None,
+            overwrite_cache: bool = False, accelerator=None) -> tuple[Path, dict]:
+    """The folder and metadata of the prepared corpus ``key``, built by ``build(tmp_folder) -> arrays meta``
+    unless a complete one is cached (or ``overwrite_cache``). With ``accelerator``, each machine's local main
+    process builds while the other processes wait, then all read the same folder."""
+    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    folder = folder / key
+    first = accelerator.local_main_process_first() if accelerator is not None else contextlib.nullcontext()
+    with first:
+        builder = accelerator is None or accelerator.is_local_main_process
+        if builder and (overwrite_cache or _read_meta(folder) is None):
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            tmp = folder.with_name(f".{key}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+            tmp.mkdir()
+            try:
+                meta = {"version": FORMAT_VERSION, "key": key, **build(tmp)}
+                (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+                _publish(tmp, folder)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    meta = _read_meta(folder)
+    if meta is None:
+        raise FileNotFoundError(f"No complete token files in {str(folder)!r}: the preparing process failed.")
+    return folder, meta
+
+
+# --------------------------------------------------------------------------- reading text in blocks
+
+
+def count_characters(path: str | Path) -> int:
+    """The number of characters of a UTF-8 file read with universal newlines (``Path.read_text``)."""
+    with open(path, encoding="utf-8") as f:
+        return sum(len(block) for block in iter(lambda: f.read(BLOCK_CHARS), ""))
+
+
+def line_pieces(path: str | Path) -> Iterator[str]:
+    """The lines of a UTF-8 file with their line breaks: ``read_text(path).splitlines(keepends=True)``,
+    read one block of characters at a time."""
+    with open(path, encoding="utf-8") as f:  # universal newlines: no "\r" is left to pair with a "\n"
+        carry = ""
+        for block in iter(lambda: f.read(BLOCK_CHARS), ""):
+            pieces = (carry + block).splitlines(keepends=True)
+            carry = "" if pieces[-1][-1] in LINE_BREAKS else pieces.pop()
+            yield from pieces
+        if carry:
+            yield carry
+
+
+def _split_at(pieces: Iterator[str], cut: int) -> tuple[Iterator[str], Iterator[str]]:
+    """The pieces of the first ``cut`` characters and those of the rest, as ``text[:cut]`` and
+    ``text[cut:]`` would split (the piece holding the cut is cut in two). Consume the first fully first."""
+    rest: list[str] = []
+
+    def head() -> Iterator[str]:
+        seen = 0
+        for piece in pieces:
+            if seen + len(piece) <= cut:
+                seen += len(piece)
+                yield piece
+                continue
+            if cut > seen:
+                yield piece[: cut - seen]
+            rest.append(piece[cut - seen :])
+            return
+
+    def tail() -> Iterator[str]:
+        yield from rest
+        yield from pieces
+
+    return head(), tail()
+
+
+def _chunks(pieces: Iterable[str], lines_per_chunk: int) -> Iterator[str]:
+    """Consecutive groups of ``lines_per_chunk`` pieces joined (``text.core.text._line_chunks``)."""
+    iterator = iter(pieces)
+    while group := list(itertools.islice(iterator, lines_per_chunk)):
+        yield "".join(group)
+
+
+def _batched(items: Iterable, size: int) -> Iterator[list]:
+    iterator = iter(items)
+    while batch := list(itertools.islice(iterator, size)):
+        yield batch
+
+
+def _write_stream(chunks: Iterable[str], tokenizer, writer: ArrayWriter, progress: tqdm) -> None:
+    """Tokenise ``chunks`` (no special tokens) in batches and append their ids, in order, to ``writer``."""
+    for batch in _batched(chunks, CHUNKS_PER_CALL):
+        ids = tokenizer(batch, add_special_tokens=False)["input_ids"]
+        writer.append(np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64))
+        progress.update(sum(len(chunk) for chunk in batch))
+
+
+# --------------------------------------------------------------------------- language modelling
+
+
+@dataclass
+class LMTokenStreams:
+    """A language model's token streams, read-only memory maps ``(L,)`` of ``uint16``/``uint32`` ids."""
+
+    train: np.ndarray
+    validation: np.ndarray
+    folder: Path
+
+
+def lm_token_streams(train_file: str | Path, tokenizer, *, validation_file: str | Path | None = None,
+                     validation_split_percentage: float = 10.0, lines_per_chunk: int = 256,
+                     cache_dir: str | Path | None = None, overwrite_cache: bool = False,
+                     accelerator=None) -> LMTokenStreams:
+    """The training and validation streams of a plain-text LM corpus, tokenised once into token files.
+
+    The ids equal ``tokenize_texts(load_text_splits(train_file, validation_file, ...).train, tokenizer)``
+    (and ``.validation``): without ``validation_file`` the last ``validation_split_percentage`` % of the
+    training file's characters validate; the text is tokenised in chunks of ``lines_per_chunk`` lines
+    without special tokens.
+    """
+    if validation_file is None and not 0.0 < validation_split_percentage < 100.0:
+        raise _invalid("validation_split_percentage", validation_split_percentage,
+                       "a number strictly between 0 and 100")
+    files = [train_file] + ([validation_file] if validation_file else [])
+    arguments = {"lines_per_chunk": lines_per_chunk, "validation_file": validation_file is not None,
+                 "validation_split_percentage": None if validation_file else validation_split_percentage}
+    key = cache_key("lm", {"tokenizer": tokenizer}, files, arguments)
+
+    def build(folder: Path) -> dict:
+        dtype = token_dtype(tokenizer)
+        train_chars = count_characters(train_file)
+        if validation_file:
+            train, validation = line_pieces(train_file), line_pieces(validation_file)
+            total = train_chars + count_characters(validation_file)
+        else:
+            cut = math.floor(train_chars * (100.0 - validation_split_percentage) / 100.0)  # as split_for_validation
+            train, validation = _split_at(line_pieces(train_file), cut)
+            total = train_chars
+        arrays = {}
+        with tqdm(total=total, unit="char", unit_scale=True, desc="Tokenising into token files") as progress:
+            for name, pieces in (("train", train), ("validation", validation)):  # train first: see _split_at
+                writer = ArrayWriter(folder / f"{name}.bin", dtype)
+                _write_stream(_chunks(pieces, lines_per_chunk), tokenizer, writer, progress)
+                arrays[name] = writer.close()
+        if not arrays["train"]["length"] or not arrays["validation"]["length"]:
+            raise ValueError(f"The training or the validation text of {str(train_file)!r} has no tokens.")
+        return {"arrays": arrays}
+
+    folder, meta = prepare(key, build, cache_dir=cache_dir, overwrite_cache=overwrite_cache, accelerator=accelerator)
+    return LMTokenStreams(map_array(folder, "train", meta), map_array(folder, "validation", meta), folder)
+
+
+# --------------------------------------------------------------------------- indexed sequences
+
+
+class TokenSequences:
+    """Sequences of ids stored as one flat array and ``offsets`` ``(N + 1,)``: item ``i`` is
+    ``tokens[offsets[i]:offsets[i + 1]]``. Indexing gives a Python ``list`` of ids (a slice, a list of
+    them), so it stands in for a ``list[list[int]]``; :attr:`lengths` is the length index ``(N,)``."""
+
+    def __init__(self, tokens: np.ndarray, offsets: np.ndarray):
+        self.tokens, self.offsets = tokens, offsets
+
+    def __len__(self) -> int:
+        return max(len(self.offsets) - 1, 0)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"sequence index {index} out of range for {len(self)} sequences")
+        return self.tokens[self.offsets[index] : self.offsets[index + 1]].tolist()
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return (self[i] for i in range(len(self)))
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """``(N,)`` int64: the number of ids of every sequence."""
+        return np.diff(self.offsets)
+
+
+def _sequence_writers(folder: Path, name: str, dtype: np.dtype) -> tuple[ArrayWriter, ArrayWriter]:
+    tokens, offsets = ArrayWriter(folder / f"{name}.bin", dtype), ArrayWriter(folder / f"{name}_offsets.bin", np.int64)
+    offsets.append([0])
+    return tokens, offsets
+
+
+def _append_sequences(tokens: ArrayWriter, offsets: ArrayWriter, sequences: list[list[int]]) -> None:
+    tokens.append(np.fromiter(itertools.chain.from_iterable(sequences), dtype=np.int64))
+    offsets.append(tokens.length - sum(map(len, sequences)) + np.cumsum([len(s) for s in sequences], dtype=np.int64))
+
+
+def map_sequences(folder: Path, name: str, meta: dict) -> TokenSequences:
+    return TokenSequences(map_array(folder, name, meta), map_array(folder, f"{name}_offsets", meta))
+
+
+# --------------------------------------------------------------------------- sequence to sequence
+
+
+@dataclass
+class TokenPairs:
+    """Encoded sentence pairs on disk: ``sources[i]``/``targets[i]`` are id lists ending with ``<eos>``
+    (what :class:`~..seq2seq.data.EncodedPairs` holds in RAM); ``.lengths`` of each side index them."""
+
+    sources: TokenSequences
+    targets: TokenSequences
+    folder: Path
+
+    def __len__(self) -> int:
+        return len(self.sources)
+
+
+def _stream_tsv(path: Path, source_field: str, target_field: str) -> Iterator[tuple[str, str]]:
+    from ..seq2seq.data import _open_text
+
+    with _open_text(path) as f:
+        rows = (row for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if row)
+        if source_field.isdigit() and target_field.isdigit():
+            columns = int(source_field), int(target_field)
+        else:
+            header = next(rows, [])
+            missing = [name for name in (source_field, target_field) if name not in header]
+            if missing:
+                raise KeyError(f"{str(path)!r}: no column {missing[0]!r} in the header {header}.")
+            columns = header.index(source_field), header.index(target_field)
+        for number, row in enumerate(rows, start=1):
+            if len(row) <= max(columns):
+                raise ValueError(f"{str(path)!r}: row {number} has fewer than {max(columns) + 1} columns.")
+            yield row[columns[0]], row[columns[1]]
+
+
+def _stream_jsonl(path: Path, source_field: str, target_field: str) -> Iterator[tuple[str, str]]:
+    from ..seq2seq.data import _field, _open_text
+
+    with _open_text(path) as f:
+        for number, line in enumerate(f, start=1):
+            if line.strip():
+                record = json.loads(line)
+                yield _field(record, source_field, path, number), _field(record, target_field, path, number)
+
+
+def _stream_aligned(source_file: Path, target_file: Path) -> Iterator[tuple[str, str]]:
+    from ..seq2seq.data import _open_text
+
+    with _open_text(source_file) as sources, _open_text(target_file) as targets:
+        for number, (source, target) in enumerate(itertools.zip_longest(sources, targets), start=1):
+            if source is None or target is None:
+                shorter = source_file if source is None else target_file
+                raise ValueError(f"A parallel corpus needs as many targets as sources: {str(shorter)!r} ends "
+                                 f"at line {number - 1}.")
+            yield source.rstrip("\r\n"), target.rstrip("\r\n")
+
+
+def stream_parallel_corpus(file: str | None = None, *, source_file: str | None = None,
+                           target_file: str | None = None, source_field: str = "source",
+                           target_field: str = "target") -> Iterator[tuple[str, str]]:
+    """``(source, target)`` pairs read one line at a time, as :func:`~..seq2seq.data.read_parallel_corpus`
+    reads them all."""
+    if file is not None:
+        path = Path(file)
+        suffixes = [s for s in path.suffixes if s != ".gz"]
+        kind = suffixes[-1] if suffixes else ""
+        if kind in (".jsonl", ".json"):
+            return _stream_jsonl(path, source_field, target_field)
+        if kind in (".tsv", ".txt"):
+            return _stream_tsv(path, source_field, target_field)
+        raise _invalid("train_file", file, "a .tsv or .jsonl file (optionally .gz), or a pair of line-aligned files")
+    if source_file is None or target_file is None:
+        raise ValueError("Give a .tsv/.jsonl file, or both a source file and a target file.")
+    return _stream_aligned(Path(source_file), Path(target_file))
+
+
+def seq2seq_token_pairs(tokenizer, file: str | None = None, *, source_file: str | None = None,
+                        target_file: str | None = None, source_field: str = "source", target_field: str = "target",
+                        source_tokenizer=None, max_source_length: int | None = None,
+                        max_target_length: int | None = None, drop_longer: bool = True, pairs_per_call: int = 4096,
+                        cache_dir: str | Path | None = None, overwrite_cache: bool = False,
+                        accelerator=None) -> TokenPairs:
+    """The pairs of a parallel corpus encoded once into token files: exactly
+    ``encode_corpus(read_parallel_corpus(...), tokenizer, source_tokenizer=..., max_*_length=..., drop_longer=...)``
+    (the ``A <eos>`` template, pairs with an empty side dropped, long pairs dropped or cut), encoded
+    ``pairs_per_call`` pairs at a time."""
+    from ..seq2seq.data import ParallelCorpus, encode_corpus
+
+    files = [f for f in (file, source_file, target_file) if f is not None]
+    arguments = {"source_field": source_field, "target_field": target_field, "max_source_length": max_source_length,
+                 "max_target_length": max_target_length, "drop_longer": drop_longer,
+                 "layout": "file" if file is not None else "aligned"}
+    key = cache_key("seq2seq", {"target": tokenizer, "source": source_tokenizer}, files, arguments)
+
+    def build(folder: Path) -> dict:
+        sides = {name: _sequence_writers(folder, name, token_dtype(tok))
+                 for name, tok in (("source", source_tokenizer or tokenizer), ("target", tokenizer))}
+        stream = stream_parallel_corpus(file, source_file=source_file, target_file=target_file,
+                                        source_field=source_field, target_field=target_field)
+        for batch in tqdm(_batched(stream, pairs_per_call), desc="Encoding sentence pairs", unit=" batches"):
+            pairs = encode_corpus(ParallelCorpus([s for s, _ in batch], [t for _, t in batch]), tokenizer,
+                                  source_tokenizer=source_tokenizer, max_source_length=max_source_length,
+                                  max_target_length=max_target_length, drop_longer=drop_longer)
+            _append_sequences(*sides["source"], pairs.sources)
+            _append_sequences(*sides["target"], pairs.targets)
+        arrays = {}
+        for name, (tokens, offsets) in sides.items():
+            arrays[name], arrays[f"{name}_offsets"] = tokens.close(), offsets.close()
+        return {"arrays": arrays}
+
+    folder, meta = prepare(key, build, cache_dir=cache_dir, overwrite_cache=overwrite_cache, accelerator=accelerator)
+    return TokenPairs(map_sequences(folder, "source", meta), map_sequences(folder, "target", meta), folder)
+
+
+# --------------------------------------------------------------------------- BERT documents
+
+
+class TokenDocuments:
+    """Documents of tokenised sentences on disk: ``documents[d]`` is a ``list`` of sentences (id lists),
+    as :func:`~..bert.data.tokenize_documents` returns them. ``sentences`` holds every sentence in order;
+    ``document_offsets`` ``(D + 1,)`` indexes sentences. Slicing documents gives a view."""
+
+    def __init__(self, sentences: TokenSequences, document_offsets: np.ndarray):
+        self.sentences, self.document_offsets = sentences, document_offsets
+
+    def __len__(self) -> int:
+        return max(len(self.document_offsets) - 1, 0)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                raise ValueError("Documents can be sliced with step 1 only.")
+            return TokenDocuments(self.sentences, self.document_offsets[start : max(start, stop) + 1])
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"document index {index} out of range for {len(self)} documents")
+        return self.sentences[int(self.document_offsets[index]) : int(self.document_offsets[index + 1])]
+
+    def __iter__(self) -> Iterator[list[list[int]]]:
+        return (self[i] for i in range(len(self)))
+
+
+def stream_documents(path: str | Path) -> Iterator[list[str]]:
+    """The documents of a text file as lists of sentences, one at a time: exactly
+    ``split_documents(read_text_file(path))`` (a first pass looks for WikiText ``= Title =`` lines)."""
+    from ..bert.data import _HEADING, _SENTENCE_END, _is_title
+
+    by_title = any(_is_title(piece.rstrip("".join(LINE_BREAKS))) for piece in line_pieces(path))
+    document: list[str] = []
+    for piece in line_pieces(path):
+        line = piece[:-1] if piece[-1] in LINE_BREAKS else piece
+        stripped = line.strip()
+        heading = by_title and _HEADING.match(line)
+        if (heading and _is_title(line)) or (not stripped and not by_title):
+            if document:
+                yield document
+            document = []
+        if heading or not stripped:
+            continue
+        document.extend(s.strip() for s in _SENTENCE_END.split(stripped) if s.strip())
+    if document:
+        yield document
+
+
+def bert_token_documents(train_files: Iterable[str | Path], tokenizer, *, sentences_per_call: int = 4096,
+                         cache_dir: str | Path | None = None, overwrite_cache: bool = False,
+                         accelerator=None) -> TokenDocuments:
+    """BERT's documents tokenised once into token files: exactly
+    ``tokenize_documents([d for f in train_files for d in split_documents(read_text_file(f))], tokenizer)``
+    (sentences without special tokens; empty sentences and then empty documents dropped)."""
+    train_files = list(train_files)
+    key = cache_key("bert", {"tokenizer": tokenizer}, train_files, {})
+
+    def build(folder: Path) -> dict:
+        tokens, offsets = _sequence_writers(folder, "sentences", token_dtype(tokenizer))
+        documents = ArrayWriter(folder / "document_offsets.bin", np.int64)
+        documents.append([0])
+        stream = itertools.chain.from_iterable(stream_documents(f) for f in train_files)
+        for batch in tqdm(_document_batches(stream, sentences_per_call), desc="Tokenising documents",
+                          unit=" batches"):
+            ids = tokenizer([s for document in batch for s in document], add_special_tokens=False)["input_ids"]
+            sizes = np.array([sum(1 for sentence in ids_of if sentence) for ids_of in _split_sizes(ids, batch)])
+            _append_sequences(tokens, offsets, [sentence for sentence in ids if sentence])
+            counts = sizes[sizes > 0]
+            documents.append(offsets.length - 1 - counts.sum() + np.cumsum(counts))
+        arrays = {"sentences": tokens.close(), "sentences_offsets": offsets.close(),
+                  "document_offsets": documents.close()}
+        return {"arrays": arrays}
+
+    folder, meta = prepare(key, build, cache_dir=cache_dir, overwrite_cache=overwrite_cache, accelerator=accelerator)
+    return TokenDocuments(map_sequences(folder, "sentences", meta), map_array(folder, "document_offsets", meta))
+
+
+def _document_batches(documents: Iterable[list[str]], sentences: int) -> Iterator[list[list[str]]]:
+    """Consecutive groups of whole documents holding at least ``sentences`` sentences (the last: fewer)."""
+    batch, count = [], 0
+    for document in documents:
+        batch.append(document)
+        count += len(document)
+        if count >= sentences:
+            yield batch
+            batch, count = [], 0
+    if batch:
+        yield batch
+
+
+def _split_sizes(ids: list[list[int]], documents: list[list[str]]) -> Iterator[list[list[int]]]:
+    """``ids`` of all sentences of ``documents``, cut back into one list per document."""
+    start = 0
+    for document in documents:
+        yield ids[start : start + len(document)]
+        start += len(document)
+
+
+__all__ = [
+    "LMTokenStreams",
+    "TokenDocuments",
+    "TokenPairs",
+    "TokenSequences",
+    "bert_token_documents",
+    "cache_key",
+    "default_cache_dir",
+    "line_pieces",
+    "lm_token_streams",
+    "prepare",
+    "seq2seq_token_pairs",
+    "stream_documents",
+    "stream_parallel_corpus",
+    "tokenizer_fingerprint",
+]

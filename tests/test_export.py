@@ -21,8 +21,6 @@ HEADS = [pytest.param(family, head, id=f"{family.name}-{head.__name__}")
          for family in FAMILY_DESCRIPTIONS for head in family.heads.values()]
 #: what fails in ONNX conversion or onnxruntime, and why (see the module docstring of hf_seqmodels.export)
 ONNX_KNOWN_FAILURES = {
-    "TextCNNModel": "aten.sort.stable (the masked max pooling's stable argsort) has no ONNX translation",
-    "TextCNNForSequenceClassification": "aten.sort.stable has no ONNX translation",
     "BiLSTMCRFForTokenClassification": "the CRF head's decoding does not convert to ONNX",
 }
 #: heads whose traced forward fixes the sequence length to the example's (torch.export parity at another length)

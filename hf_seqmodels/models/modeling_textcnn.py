@@ -76,9 +76,11 @@ class TextCNNModelOutput(ModelOutput):
 def real_tokens_first(input_ids: torch.LongTensor, mask: torch.Tensor) -> tuple[torch.LongTensor, torch.Tensor]:
     """Move each row's real tokens (``mask`` True) to the front, in their order: ``(ids, mask)`` ``(B, T)``,
     the mask now True on a prefix of every row. Masked positions anywhere (left, right, between tokens) are
-    thereby removed from the sentence."""
-    order = torch.argsort((~mask).to(torch.int8), dim=1, stable=True)  # (B, T)
-    return input_ids.gather(1, order), mask.gather(1, order)
+    thereby removed from the sentence. The stable partition is scattered by counting (real token: its rank
+    among the real ones; padding: after all of them), not sorted: ONNX has no stable sort."""
+    real = mask.long()
+    destination = torch.where(mask, real.cumsum(1) - 1, real.sum(1, keepdim=True) + (1 - real).cumsum(1) - 1)  # (B, T)
+    return input_ids.scatter(1, destination, input_ids), mask.scatter(1, destination, mask)
 
 
 def pooled_windows(lengths_mask: torch.Tensor, width: int) -> torch.Tensor:

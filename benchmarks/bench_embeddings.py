@@ -4,7 +4,8 @@ Corpus: WikiText-2 valid + test and Tiny Shakespeare (``../shared/data``), lower
 vocabulary's tokenizer; gensim trains on the same tokenised sentences. word2vec settings are
 word2vec.c's and the same for both: 100 dimensions, window 5, min_count 5, 5 noise words, subsampling
 1e-3 with word2vec.c's formula, 5 epochs, learning rate 0.025 (skip-gram) / 0.05 (CBOW) decaying to 1e-4
-of it, ``--threads`` threads each (torch intra-op threads for ours, gensim ``workers``).
+of it, ``--threads`` threads each (gensim's ``workers``; our word2vec's ``workers``, each running torch
+single-threaded).
 
 Every training runs in its own process, so that its peak memory can be read: "peak MB" is the highest
 resident set size sampled every 20 ms from the allocation of the weights to the end of training, minus the
@@ -45,8 +46,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--variants", nargs="+", default=VARIANTS, choices=VARIANTS)
     p.add_argument("--only", nargs="+", default=["word2vec", "glove", "svd"], choices=["word2vec", "glove", "svd"])
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
-    p.add_argument("--threads", type=int, default=2, help="threads of each library (1 on a busy machine: "
-                   "OpenMP threads that wait for a descheduled sibling burn the time they should save)")
+    p.add_argument("--threads", type=int, default=2, help="threads of each library (ours: word2vec worker "
+                   "threads; GloVe and SVD: torch's threads)")
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--glove_epochs", type=int, default=25)
     p.add_argument("--glove_repeat", type=int, default=10, help="GloVe also trains on the corpus repeated this often")
@@ -106,7 +107,7 @@ def _run(job: dict, queue: mp.Queue) -> None:
     corpus = vocab.encode_files(files)
     arch, loss = job.get("variant", "skipgram:negative_sampling").split(":")
     config = Word2VecConfig(architecture=arch, loss=loss, sample=1e-3, subsampling_formula="word2vec_c",
-                            epochs=job["epochs"], seed=job["seed"])
+                            epochs=job["epochs"], seed=job["seed"], workers=job["threads"])
     if job["library"] == "gensim":
         from gensim.models import Word2Vec
 

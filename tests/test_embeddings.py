@@ -405,6 +405,59 @@ def test_hierarchical_softmax_step_matches_word2vec_c(architecture):
     torch.testing.assert_close(trainer.output_vectors, syn1)
 
 
+def _word2vec_c_negative_sampling(syn0, syn1neg, context, word, negatives, alpha):
+    """word2vec.c's negative-sampling step for one input (the mean of the ``context`` rows): the target
+    ``word`` with label 1, then each noise word with label 0, skipping a noise word equal to the target."""
+    syn0, syn1neg = syn0.clone(), syn1neg.clone()
+    neu1 = sum(syn0[c] for c in context) / len(context)
+    neu1e = torch.zeros_like(neu1)
+    for target, label in [(word, 1), *((n, 0) for n in negatives)]:
+        if label == 0 and target == word:
+            continue
+        g = (label - torch.sigmoid(neu1 @ syn1neg[target])) * alpha
+        neu1e += g * syn1neg[target]
+        syn1neg[target] += g * neu1
+    for c in context:
+        syn0[c] += neu1e
+    return syn0, syn1neg
+
+
+@pytest.mark.parametrize("architecture", ["skipgram", "cbow"])
+def test_negative_sampling_step_is_the_sum_of_word2vec_c_steps(architecture):
+    """A centre's context words share its noise words: skip-gram's batched step is the sum of word2vec.c's
+    steps of its (context, centre) pairs taken from the same weights; CBOW's is word2vec.c's step of the mean."""
+    vocab = Vocabulary(["a", "b", "c", "d", "e"], [50, 20, 10, 5, 2])
+    trainer = Word2VecTrainer(vocab, Word2VecConfig(architecture=architecture, vector_size=4, negative=3))
+    generator = torch.Generator().manual_seed(0)
+    trainer.input_vectors.copy_(torch.randn(5, 4, generator=generator))
+    trainer.output_vectors.copy_(torch.randn(5, 4, generator=generator))
+    context, word, negatives = [0, 2, 3], 4, [1, 4, 2]  # the second noise word is the target: skipped
+    if architecture == "skipgram":
+        steps = [_word2vec_c_negative_sampling(trainer.input_vectors, trainer.output_vectors, [c], word, negatives,
+                                               0.1) for c in context]
+        syn0 = trainer.input_vectors + sum(s0 - trainer.input_vectors for s0, _ in steps)
+        syn1neg = trainer.output_vectors + sum(s1 - trainer.output_vectors for _, s1 in steps)
+    else:
+        syn0, syn1neg = _word2vec_c_negative_sampling(trainer.input_vectors, trainer.output_vectors, context, word,
+                                                      negatives, 0.1)
+    loss = trainer.update(torch.tensor([[*context, 1]]), torch.tensor([[True, True, True, False]]),
+                          torch.tensor([word]), lr=0.1, negatives=torch.tensor([negatives]))
+    assert loss > 0
+    torch.testing.assert_close(trainer.input_vectors, syn0)
+    torch.testing.assert_close(trainer.output_vectors, syn1neg)
+
+
+def test_worker_threads_train_and_leave_torch_threads_as_they_were(topic_corpus):
+    vocab = Vocabulary.from_files(topic_corpus, min_count=1)
+    config = Word2VecConfig(vector_size=16, window=3, sample=0.0, epochs=3, batch_words=64, chunk_words=512,
+                            workers=2)
+    threads = torch.get_num_threads()
+    assert_topics_separate(Word2VecTrainer(vocab, config).train(vocab.encode_files(topic_corpus), progress=False))
+    assert torch.get_num_threads() == threads
+    with pytest.raises(ValueError, match="`workers`=0"):
+        Word2VecConfig(workers=0)
+
+
 def test_a_node_hit_more_than_max_node_hits_times_in_a_batch_moves_by_a_capped_sum():
     vocab = Vocabulary(["a", "b", "c", "d"], [40, 30, 20, 10])
     trainer = Word2VecTrainer(vocab, Word2VecConfig(loss="hierarchical_softmax", vector_size=3, max_node_hits=1))

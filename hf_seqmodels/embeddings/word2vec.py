@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -70,6 +71,7 @@ class Word2VecConfig(PresetMixin):
     ``batch_words`` centre words share one update, in which the updates of a row add up: on a vocabulary
     of a few dozen words a frequent row gets many at once, so use a small value there (e.g. 64).
     ``max_node_hits`` caps the summed update of a Huffman node within a batch (module docstring).
+    ``workers`` threads train chunks of ``chunk_words`` centre words concurrently (1: reproducible).
 
     ``Word2VecConfig.from_preset(name, **overrides)``: ``tiny`` (tests), ``word2vec-c-skipgram`` and
     ``word2vec-c-cbow`` (word2vec.c's defaults with ``-cbow 0``/``1``, its subsampling formula),
@@ -102,13 +104,14 @@ class Word2VecConfig(PresetMixin):
     batch_words: int = 512
     max_node_hits: int = 64
     chunk_words: int = 16384
+    workers: int = 1
     seed: int = 0
 
     def __post_init__(self) -> None:
         check_choice("architecture", self.architecture, ARCHITECTURES)
         check_choice("loss", self.loss, LOSSES)
         check_choice("subsampling_formula", self.subsampling_formula, SUBSAMPLING_FORMULAS)
-        for name in ("vector_size", "window", "epochs", "batch_words", "max_node_hits", "chunk_words"):
+        for name in ("vector_size", "window", "epochs", "batch_words", "max_node_hits", "chunk_words", "workers"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise invalid(name, value, "an integer >= 1")
@@ -125,35 +128,52 @@ class Word2VecConfig(PresetMixin):
 
 
 class NegativeSampler:
-    """Draws noise words from ``P_n(w) ∝ count(w)^power`` by inverting its cumulative distribution
-    (a uniform draw located among the ``V`` cumulative sums, as gensim's ``cum_table``; memory ``O(V)``)."""
+    """Draws noise words from ``P_n(w) ∝ count(w)^power`` with Walker's alias method: one uniform slot
+    ``s`` and one coin per draw, the draw being ``s`` when the coin falls below ``threshold[s]`` and
+    ``alias[s]`` otherwise (memory ``O(V)``, constant time per draw, the distribution exact)."""
 
     def __init__(self, vocab: Vocabulary, power: float = 0.75, generator: torch.Generator | None = None):
         self.probabilities = vocab.noise_distribution(power)
-        self.cumulative = torch.from_numpy(np.cumsum(self.probabilities))  # (V,) float64, last 1.0
+        threshold, alias = alias_table(self.probabilities)
+        self.threshold, self.alias = torch.from_numpy(threshold), torch.from_numpy(alias)  # (V,) each
         self.generator = generator
 
-    def sample(self, shape: tuple[int, ...]) -> torch.Tensor:
-        draws = torch.rand(shape, generator=self.generator, dtype=torch.float64)
-        return torch.searchsorted(self.cumulative, draws, right=True).clamp_(max=len(self.cumulative) - 1)
+    def sample(self, shape: tuple[int, ...], generator: torch.Generator | None = None) -> torch.Tensor:
+        generator = generator or self.generator
+        slot = torch.randint(len(self.alias), shape, generator=generator)
+        coin = torch.rand(shape, generator=generator)
+        return torch.where(coin < self.threshold[slot], slot, self.alias[slot])
+
+
+def alias_table(probabilities: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Walker's alias table of a distribution over ``V`` outcomes (Vose's construction): ``threshold (V,)``
+    float32 and ``alias (V,)`` int64 such that slot ``s`` (chosen uniformly) gives ``s`` with probability
+    ``threshold[s]`` and ``alias[s]`` otherwise."""
+    scaled = np.asarray(probabilities, dtype=np.float64) * len(probabilities)
+    threshold, alias = np.ones(len(scaled)), np.arange(len(scaled))
+    small, large = list(np.flatnonzero(scaled < 1.0)), list(np.flatnonzero(scaled >= 1.0))
+    while small and large:
+        s, big = small.pop(), large.pop()
+        threshold[s], alias[s] = scaled[s], big
+        scaled[big] -= 1.0 - scaled[s]
+        (small if scaled[big] < 1.0 else large).append(big)
+    return threshold.astype(np.float32), alias  # slots left in either list keep threshold 1
 
 
 @dataclass
 class Chunk:
-    """The training examples of ``chunk_words`` consecutive kept centre words, in centre order.
+    """The centre words of one chunk that have at least one context word, in corpus order.
 
-    ``inputs (I,)`` input word ids; example ``n`` reads ``inputs[input_starts[n]:input_starts[n + 1]]`` (one
-    context word with skip-gram, all context words of a centre with CBOW) and predicts ``targets[n]``
-    (``(N,)``, the centre word); ``starts (B+1,)`` the first example of each batch; ``raw_done (B,)`` raw
-    words of the epoch read at the end of each batch.
+    ``contexts (C, S)`` the words around each centre (``S = 2 * window`` slots, ``mask (C, S)`` marks the
+    real ones), ``targets (C,)`` the centres, ``negatives (C, K)`` their noise words (negative sampling);
+    ``raw_done (B,)`` raw words of the epoch read at the end of each batch of ``batch_words`` centres.
     """
 
-    inputs: torch.Tensor
-    input_starts: torch.Tensor  # (N+1,) first input of each example
+    contexts: torch.Tensor
+    mask: torch.Tensor
     targets: torch.Tensor
-    starts: np.ndarray
     raw_done: np.ndarray
-    negatives: torch.Tensor | None = None  # (N, K) pre-drawn noise words (negative sampling)
+    negatives: torch.Tensor | None = None
 
 
 class Word2VecTrainer:
@@ -163,7 +183,6 @@ class Word2VecTrainer:
         self.vocab = vocab
         self.config = config
         self.generator = torch.Generator().manual_seed(config.seed)
-        self.rng = np.random.default_rng(config.seed)
         size, dim = len(vocab), config.vector_size
         # word2vec.c: input vectors uniform in [-0.5/dim, 0.5/dim], output vectors zero
         self.input_vectors = (torch.rand(size, dim, generator=self.generator) - 0.5) / dim
@@ -172,42 +191,69 @@ class Word2VecTrainer:
             self.sampler = NegativeSampler(vocab, config.noise_power, self.generator)
         else:
             self.output_vectors = torch.zeros(size - 1, dim)
-            tree = build_huffman_tree(vocab.counts)
-            lengths = torch.tensor([len(p) for p in tree.points])
-            self.path_starts = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])  # (V+1,)
-            self.path_nodes = torch.tensor([n for p in tree.points for n in p])  # (sum of depths,)
-            self.path_labels = 1.0 - torch.tensor([float(c) for c in tree.codes for c in c])  # 1 - d_j
+            nodes, codes, mask = build_huffman_tree(vocab.counts).padded()  # (V, L) each
+            self.path_nodes, self.path_labels, self.path_mask = nodes, 1.0 - codes, mask  # labels 1 - d_j
+            self.path_lengths = mask.sum(1).long()  # (V,)
         self.keep_probabilities = vocab.keep_probabilities(config.sample, config.subsampling_formula)
-        self._buffers: dict[str, torch.Tensor] = {}
 
     # ------------------------------------------------------------------------------------------
     # Training loop
     # ------------------------------------------------------------------------------------------
 
     def train(self, corpus: EncodedCorpus, progress: bool = True) -> WordVectors:
+        """Train ``epochs`` passes over ``corpus``; returns the input vectors as :class:`WordVectors`.
+
+        Torch runs single-threaded meanwhile (its thread count is restored after): the batches are too small
+        for its intra-op threads to pay. ``workers > 1`` Python threads instead train chunks concurrently on
+        the shared matrices without locks (Hogwild, as word2vec.c's and gensim's threads do).
+        """
         cfg = self.config
         check_window(cfg.window, corpus)
-        sentence = corpus.sentence_index()
-        total = len(corpus.ids) * cfg.epochs
-        bar = tqdm(total=total, unit="word", desc=f"word2vec {cfg.architecture}", disable=not progress,
-                   mininterval=1.0)
-        for epoch in range(cfg.epochs):
-            kept = np.flatnonzero(self.rng.random(len(corpus.ids)) < self.keep_probabilities[corpus.ids])
-            ids, sent = corpus.ids[kept], sentence[kept]
-            loss_sum, loss_count, done_before = 0.0, 0, 0
-            for start in range(0, len(ids), cfg.chunk_words):
-                chunk = self._chunk(ids, sent, kept, start, min(start + cfg.chunk_words, len(ids)))
-                for b in range(len(chunk.starts) - 1):
-                    lr = self._learning_rate((epoch * len(corpus.ids) + chunk.raw_done[b]) / total)
-                    loss, count = self._train_batch(chunk, int(chunk.starts[b]), int(chunk.starts[b + 1]), lr)
-                    loss_sum, loss_count = loss_sum + loss, loss_count + count
-                bar.update(int(chunk.raw_done[-1]) - done_before)
-                done_before = int(chunk.raw_done[-1])
-                bar.set_postfix(loss=f"{loss_sum / max(loss_count, 1):.4f}", lr=f"{lr:.5f}", refresh=False)
-            bar.update(len(corpus.ids) - done_before)
-            logger.info("word2vec epoch %d: mean loss %.4f per prediction", epoch + 1, loss_sum / max(loss_count, 1))
-        bar.close()
+        sentence = corpus.sentence_index().astype(np.int32)
+        bar = tqdm(total=len(corpus.ids) * cfg.epochs, unit="word", desc=f"word2vec {cfg.architecture}",
+                   disable=not progress, mininterval=1.0)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            with ThreadPoolExecutor(cfg.workers) if cfg.workers > 1 else nullcontext() as pool:
+                for epoch in range(cfg.epochs):
+                    self._train_epoch(corpus, sentence, epoch, pool, bar)
+        finally:
+            torch.set_num_threads(threads)
+            bar.close()
         return self.word_vectors()
+
+    def _train_epoch(self, corpus: EncodedCorpus, sentence: np.ndarray, epoch: int,
+                     pool: ThreadPoolExecutor | None, bar: tqdm) -> None:
+        """Subsample the corpus, then train its chunks (in ``pool``'s threads when given)."""
+        cfg = self.config
+        rng = np.random.default_rng([cfg.seed, epoch])
+        keep = rng.random(len(corpus.ids), dtype=np.float32) < self.keep_probabilities[corpus.ids]
+        kept = np.flatnonzero(keep).astype(np.int32)  # (K,) positions of the kept words in the raw corpus
+        del keep
+        ids, sent = corpus.ids[kept].astype(np.int32), sentence[kept]
+
+        def train_chunk(index: int) -> tuple[float, int, int]:
+            start = index * cfg.chunk_words
+            chunk = self._chunk(ids, sent, kept, start, min(start + cfg.chunk_words, len(ids)), seed=(epoch, index))
+            loss = 0.0
+            for b, raw_done in enumerate(chunk.raw_done):
+                lr = self._learning_rate((epoch * len(corpus.ids) + raw_done) / (len(corpus.ids) * cfg.epochs))
+                rows = slice(b * cfg.batch_words, (b + 1) * cfg.batch_words)
+                negatives = None if chunk.negatives is None else chunk.negatives[rows]
+                loss += self.update(chunk.contexts[rows], chunk.mask[rows], chunk.targets[rows], lr, negatives)
+            count = int(chunk.mask.sum()) if cfg.architecture == "skipgram" else len(chunk.targets)
+            return loss, count, int(chunk.raw_done[-1]) if len(chunk.raw_done) else 0
+
+        indices = range(-(-len(ids) // cfg.chunk_words))
+        loss_sum, loss_count, done = 0.0, 0, 0
+        for loss, count, raw_done in (pool.map(train_chunk, indices) if pool else map(train_chunk, indices)):
+            loss_sum, loss_count = loss_sum + loss, loss_count + count
+            bar.update(max(raw_done - done, 0))
+            done = max(done, raw_done)
+            bar.set_postfix(loss=f"{loss_sum / max(loss_count, 1):.4f}", refresh=False)
+        bar.update(len(corpus.ids) - done)
+        logger.info("word2vec epoch %d: mean loss %.4f per prediction", epoch + 1, loss_sum / max(loss_count, 1))
 
     def word_vectors(self) -> WordVectors:
         metadata = {"method": "word2vec", **dataclasses.asdict(self.config),
@@ -223,126 +269,95 @@ class Word2VecTrainer:
     # Examples of a chunk of centre words, drawn with array operations
     # ------------------------------------------------------------------------------------------
 
-    def _chunk(self, ids: np.ndarray, sent: np.ndarray, kept: np.ndarray, start: int, end: int) -> Chunk:
-        """Dynamic windows of the kept centres ``[start, end)``, the examples they give and their noise words."""
+    def _chunk(self, ids: np.ndarray, sent: np.ndarray, kept: np.ndarray, start: int, end: int,
+               seed: tuple[int, int]) -> Chunk:
+        """Dynamic windows of the kept centres ``[start, end)`` and their noise words (``ids``, ``sent``:
+        the kept words and their sentences; ``kept``: their positions in the raw corpus). The draws come
+        from generators seeded with ``(config.seed, *seed)``: the same whichever thread trains the chunk."""
         cfg, w = self.config, self.config.window
-        centres = np.arange(start, end)
-        reach = self.rng.integers(1, w + 1, size=len(centres))  # R ~ U{1..window}, per centre
-        offsets = np.concatenate([np.arange(-w, 0), np.arange(1, w + 1)])
-        positions = centres[:, None] + offsets[None, :]  # (C, 2w)
-        clipped = np.clip(positions, 0, len(ids) - 1)
-        mask = ((positions >= 0) & (positions < len(ids)) & (np.abs(offsets)[None, :] <= reach[:, None])
-                & (sent[clipped] == sent[centres][:, None]))  # (C, 2w) in the window and the same sentence
-        centre_of, slot = np.nonzero(mask)  # (I,) each context word, grouped by centre
-        inputs = torch.from_numpy(ids[clipped[centre_of, slot]])
-        per_centre = mask.sum(1)  # (C,)
-        batch_centres = np.append(np.arange(0, len(centres), cfg.batch_words), len(centres))  # (B+1,)
-        raw_done = kept[centres[batch_centres[1:] - 1]] + 1  # raw words of the epoch read after each batch
-        context_starts = np.concatenate([[0], np.cumsum(per_centre)])  # (C+1,)
-        if cfg.architecture == "skipgram":  # one example per (context, centre) pair
-            input_starts = torch.arange(len(inputs) + 1)
-            targets, starts = ids[centres[centre_of]], context_starts[batch_centres]
-        else:  # CBOW: one example per centre with at least one context word
-            has_context = per_centre > 0
-            example_starts = np.concatenate([[0], np.cumsum(has_context)])  # (C+1,) examples before each centre
-            input_starts = torch.from_numpy(context_starts[np.append(np.flatnonzero(has_context), len(centres))])
-            targets, starts = ids[centres[has_context]], example_starts[batch_centres]
-        targets = torch.from_numpy(targets)
+        rng = np.random.default_rng([cfg.seed, *seed])
+        centres = np.arange(start, end, dtype=np.int32)
+        reach = rng.integers(1, w + 1, size=len(centres), dtype=np.int32)  # R ~ U{1..window}, per centre
+        offsets = np.concatenate([np.arange(-w, 0), np.arange(1, w + 1)]).astype(np.int32)  # (S,)
+        positions = np.clip(centres[:, None] + offsets[None, :], 0, len(ids) - 1)  # (C, S)
+        # in the window (a position clipped to the corpus ends lies outside it) and in the centre's sentence
+        mask = ((positions - centres[:, None] == offsets[None, :]) & (np.abs(offsets)[None, :] <= reach[:, None])
+                & (sent[positions] == sent[centres][:, None]))
+        has_context = np.flatnonzero(mask.any(1))  # word2vec.c skips a centre with no context word
+        centres, mask = centres[has_context], mask[has_context]
+        batch_ends = np.minimum(np.arange(cfg.batch_words, len(centres) + cfg.batch_words, cfg.batch_words),
+                                len(centres))
+        raw_done = kept[centres[batch_ends - 1]] + 1 if len(centres) else np.zeros(0, dtype=np.int64)
+        targets = torch.from_numpy(ids[centres].astype(np.int64))
         negatives = None
         if cfg.loss == "negative_sampling":
-            negatives = self.sampler.sample((len(targets), cfg.negative))  # (N, K) drawn for the whole chunk
-        return Chunk(inputs=inputs, input_starts=input_starts, targets=targets, starts=starts, raw_done=raw_done,
-                     negatives=negatives)
+            generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
+            negatives = self.sampler.sample((len(targets), cfg.negative), generator)  # (C, K) for the whole chunk
+        return Chunk(contexts=torch.from_numpy(ids[positions[has_context]].astype(np.int64)),
+                     mask=torch.from_numpy(mask), targets=targets, raw_done=raw_done, negatives=negatives)
 
     # ------------------------------------------------------------------------------------------
     # One batch: gather, score, update
     # ------------------------------------------------------------------------------------------
 
-    def _train_batch(self, chunk: Chunk, first: int, last: int, lr: float) -> tuple[float, int]:
-        """Examples ``[first, last)`` of ``chunk``: one SGD step of both matrices; returns (summed loss, count)."""
-        if last <= first:
-            return 0.0, 0
-        a, b = int(chunk.input_starts[first]), int(chunk.input_starts[last])
-        negatives = None if chunk.negatives is None else chunk.negatives[first:last]
-        return self.update(chunk.inputs[a:b], chunk.input_starts[first:last + 1] - a, chunk.targets[first:last], lr,
-                           negatives), last - first
-
-    def update(self, inputs: torch.Tensor, input_starts: torch.Tensor, targets: torch.Tensor, lr: float,
+    def update(self, contexts: torch.Tensor, mask: torch.Tensor, targets: torch.Tensor, lr: float,
                negatives: torch.Tensor | None = None) -> float:
-        """One batched SGD step on ``N`` examples; returns their summed loss.
+        """One batched SGD step on ``B`` centre words; returns the summed loss of their predictions.
 
-        Example ``n`` predicts ``targets[n]`` from the input words ``inputs[input_starts[n]:input_starts[n + 1]]``
-        (one word with skip-gram, the context words with CBOW); ``inputs (I,)``, ``input_starts (N+1,)``,
-        ``targets (N,)``; ``negatives (N, K)`` the noise words (drawn here when None).
+        ``contexts (B, S)`` word ids around each centre, ``mask (B, S)`` which of them are real (at least one
+        per row), ``targets (B,)`` the centres, ``negatives (B, K)`` their noise words (drawn here when None).
+        Skip-gram: each real context word predicts its centre; CBOW: their mean does.
         """
-        offsets = input_starts[:-1]  # (N,)
+        rows, labels, valid = self._output_rows(targets, negatives)  # (B, T) each
+        u = self.output_vectors.index_select(0, rows.flatten()).view(*rows.shape, -1)  # (B, T, D)
+        counts = mask.sum(1)  # (B,) context words per centre
         if self.config.architecture == "skipgram":
-            h = self.input_vectors.index_select(0, inputs)  # (N, D) the context word
+            h = self.input_vectors.index_select(0, contexts.flatten()).view(*contexts.shape, -1)  # (B, S, D)
+            examples = mask.to(h.dtype)  # (B, S) each real context word is one example
         else:
-            h = F.embedding_bag(inputs, self.input_vectors, offsets, mode="mean")  # (N, D) mean of the context
+            weights = mask / counts.unsqueeze(1)  # (B, S) the mean over the real context words
+            h = F.embedding_bag(contexts, self.input_vectors, per_sample_weights=weights, mode="sum").unsqueeze(1)
+            examples = h.new_ones(len(h), 1)  # (B, 1) one example per centre
+        logits = torch.bmm(h, u.transpose(1, 2))  # (B, S', T) every example against every output row
+        live = examples.unsqueeze(2) * valid.unsqueeze(1)  # (B, S', T) the real (example, row) pairs
+        loss = float((F.logsigmoid((2 * labels - 1).unsqueeze(1) * logits) * live).sum())
+        g = torch.sigmoid(logits).neg_().add_(labels.unsqueeze(1)).mul_(live).mul_(lr)  # word2vec.c's g
+        if self.config.loss == "hierarchical_softmax":
+            g.mul_(logits.abs() < MAX_EXP)  # no step on a node scored beyond ±MAX_EXP
+        grad_h = torch.bmm(g, u)  # (B, S', D) e = sum g u
+        if self.config.architecture == "skipgram":
+            grad_u = torch.bmm(g.transpose(1, 2), h)  # (B, T, D) sum over the examples of g h
+        else:
+            grad_u = g.transpose(1, 2) * h  # (B, T, D) g h: one example, an outer product
+        if self.config.loss == "hierarchical_softmax":
+            grad_u.mul_(self._node_cap(rows, valid * examples.sum(1, keepdim=True)).unsqueeze(2))
+        self.output_vectors.index_add_(0, rows.flatten(), grad_u.flatten(0, 1))
+        if self.config.architecture == "skipgram":
+            self.input_vectors.index_add_(0, contexts[mask], grad_h[mask])
+        else:  # word2vec.c: the mean's error goes to each context word undivided
+            self.input_vectors.index_add_(0, contexts[mask], grad_h[:, 0].repeat_interleave(counts, dim=0))
+        return -loss
+
+    def _output_rows(self, targets: torch.Tensor, negatives: torch.Tensor | None
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Output rows scored for each centre, ``(B, T)`` each: their ids, labels (1 for the target and 0 for
+        a noise word; ``1 - d_j`` on a Huffman path) and whether they are real (word2vec.c skips a noise word
+        equal to the target; a path is padded to the longest in the batch)."""
         if self.config.loss == "negative_sampling":
-            grad_h, loss = self._negative_sampling_step(h, targets, lr, negatives)
-        else:
-            grad_h, loss = self._hierarchical_softmax_step(h, targets, lr)
-        if self.config.architecture == "cbow":  # word2vec.c: the mean's error goes to each context word undivided
-            grad_h = torch.repeat_interleave(grad_h, input_starts.diff(), dim=0)  # (I, D)
-        self.input_vectors.index_add_(0, inputs, grad_h)
-        return loss
+            if negatives is None:
+                negatives = self.sampler.sample((len(targets), self.config.negative))  # (B, K)
+            rows = torch.cat([targets.unsqueeze(1), negatives], dim=1)  # (B, 1 + K)
+            labels = torch.zeros(rows.shape)
+            labels[:, 0] = 1.0
+            return rows, labels, (rows != targets.unsqueeze(1)).index_fill_(1, torch.tensor([0]), True).float()
+        depth = int(self.path_lengths.index_select(0, targets).max())
+        return (self.path_nodes[targets, :depth], self.path_labels[targets, :depth], self.path_mask[targets, :depth])
 
-    def _negative_sampling_step(self, h: torch.Tensor, target: torch.Tensor, lr: float,
-                                negatives: torch.Tensor | None) -> tuple[torch.Tensor, float]:
-        """Inputs ``h (N, D)``, targets ``(N,)``: updates ``output_vectors``, returns the error ``e (N, D)``."""
-        if negatives is None:
-            negatives = self.sampler.sample((len(target), self.config.negative))  # (N, K)
-        rows = torch.cat([target.unsqueeze(1), negatives], dim=1)  # (N, T) T = 1 + K
-        shape = (*rows.shape, h.shape[1])  # (N, T, D)
-        u = torch.index_select(self.output_vectors, 0, rows.flatten(),
-                               out=self._scratch("u", (rows.numel(), shape[2]))).view(shape)
-        product = torch.mul(u, h.unsqueeze(1), out=self._scratch("product", shape))  # (N, T, D)
-        logits = product.sum(-1)  # (N, T)
-        labels = torch.zeros(rows.shape)
-        labels[:, 0] = 1.0
-        loss = float(-F.logsigmoid((2 * labels - 1) * logits).sum())
-        g = (labels - torch.sigmoid(logits)).mul_(lr)  # (N, T) word2vec.c's g
-        g[:, 1:].mul_(negatives != target.unsqueeze(1))  # word2vec.c skips a noise word equal to the target
-        grad_h = torch.bmm(g.unsqueeze(1), u).squeeze(1)  # (N, D) e = sum g u
-        update = torch.mul(g.unsqueeze(2), h.unsqueeze(1), out=product)  # (N, T, D) g h per row
-        self.output_vectors.index_add_(0, rows.flatten(), update.flatten(0, 1))
-        return grad_h, loss
-
-    def _hierarchical_softmax_step(self, h: torch.Tensor, target: torch.Tensor, lr: float
-                                   ) -> tuple[torch.Tensor, float]:
-        """Inputs ``h (N, D)``, targets ``(N,)``: updates the nodes on the targets' paths, returns ``e (N, D)``."""
-        nodes, labels, owner = self._path_rows(target)  # (M,) each
-        shape = (len(nodes), h.shape[1])  # (M, D)
-        h_rows = torch.index_select(h, 0, owner, out=self._scratch("h_rows", shape))  # the input of each entry
-        u = torch.index_select(self.output_vectors, 0, nodes, out=self._scratch("u", shape))
-        logits = torch.mul(u, h_rows, out=self._scratch("product", shape)).sum(1)  # (M,)
-        loss = float(-F.logsigmoid((2 * labels - 1) * logits).sum())
-        g = (labels - torch.sigmoid(logits)).mul_(lr).mul_(logits.abs() < MAX_EXP)  # (M,) no step beyond MAX_EXP
-        grad_h = torch.zeros_like(h).index_add_(0, owner, u.mul_(g.unsqueeze(1)))  # (N, D) e = sum g u
-        hits = torch.bincount(nodes, minlength=len(self.output_vectors)).index_select(0, nodes)  # (M,)
-        g.mul_((self.config.max_node_hits / hits).clamp_(max=1.0))  # cap a node's summed update (docstring)
-        self.output_vectors.index_add_(0, nodes, h_rows.mul_(g.unsqueeze(1)))  # u += g h
-        return grad_h, loss
-
-    def _scratch(self, name: str, shape: tuple[int, ...]) -> torch.Tensor:
-        """A reused buffer viewed as ``shape``: large temporaries are not allocated (and page-faulted) per batch."""
-        size = math.prod(shape)
-        buffer = self._buffers.get(name)
-        if buffer is None or buffer.numel() < size:
-            buffer = self._buffers[name] = torch.empty(max(size, 2 * (0 if buffer is None else buffer.numel())))
-        return buffer[:size].view(shape)
-
-    def _path_rows(self, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Inner nodes on each target's Huffman path, flattened: ``nodes, labels (1 - d_j), owner``, each ``(M,)``
-        (``owner``: the example of each entry)."""
-        starts = self.path_starts.index_select(0, target)
-        lengths = self.path_starts.index_select(0, target + 1) - starts  # (N,)
-        owner = torch.repeat_interleave(lengths)  # (M,)
-        first = torch.cumsum(lengths, 0) - lengths  # (N,) first entry of each example
-        position = torch.arange(len(owner)) - first.index_select(0, owner) + starts.index_select(0, owner)
-        return self.path_nodes.index_select(0, position), self.path_labels.index_select(0, position), owner
+    def _node_cap(self, nodes: torch.Tensor, hits: torch.Tensor) -> torch.Tensor:
+        """``(B, T)`` factor ``min(1, max_node_hits / n)`` of each Huffman node, ``n`` its examples in the batch
+        (``hits (B, T)``: the examples of each centre that reach each node of its path)."""
+        per_node = torch.zeros(len(self.output_vectors)).index_add_(0, nodes.flatten(), hits.flatten())
+        return (self.config.max_node_hits / per_node.index_select(0, nodes.flatten())).clamp_(max=1.0).view(nodes.shape)
 
 
 def train_word2vec(train_files: str | Path | list, config: Word2VecConfig | None = None,

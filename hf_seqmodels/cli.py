@@ -1,5 +1,5 @@
 """The ``hf-seqmodels`` command: ``demo``, ``train-lm``, ``train-seq2seq``, ``pretrain-bert``, ``finetune``,
-``train-tokenizer``, ``ngram`` and ``push``."""
+``train-tokenizer``, ``ngram``, ``embeddings``, ``presets``, ``export`` and ``push``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import importlib
 import json
 import logging
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 COMMANDS = {"train-lm": ".training.lm.cli", "train-seq2seq": ".training.seq2seq.cli",
             "pretrain-bert": ".training.bert.cli", "finetune": ".training.finetune.cli",
@@ -114,6 +116,110 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------------------- presets ----
+#: the classic models' configuration classes: ``{listing name: (module, class name, vectors per word)}``;
+#: they carry their training settings themselves, and their size depends on the vocabulary they are fitted to
+CLASSIC_CONFIGS = {"ngram": (".ngram", "NGramConfig", None), "word2vec": (".embeddings", "Word2VecConfig", 2),
+                   "glove": (".embeddings", "GloVeConfig", 2), "svd": (".embeddings", "SVDConfig", 1)}
+
+
+def _presets_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "presets", help="list every family's presets with parameter counts and the training recipe they carry",
+        description="List the presets of every model family: the parameter count of the family's main model "
+        "(built on the meta device, so nothing is allocated) and the training recipe the preset carries, keyed "
+        "by the training scripts' argument names (explicit arguments override it); then the n-gram and "
+        "embedding presets with their settings.",
+    )
+    p.add_argument("--family", default=None, help="only this family (rnn, bert, ..., ngram, word2vec, glove, svd)")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+
+
+def preset_listing(only: str | None = None) -> dict[str, dict[str, Any]]:
+    """``{family: {"config_class", "model_class", "presets": {preset: {"parameters", "recipe" or
+    "settings"}}}}`` for every family of the registry and the classic models (or only the one named
+    ``only``; ValueError naming the known ones otherwise)."""
+    from .families import parameter_count
+    from .registry import FAMILY_DESCRIPTIONS
+
+    known = [f.name for f in FAMILY_DESCRIPTIONS] + list(CLASSIC_CONFIGS)
+    if only is not None and only not in known:
+        raise ValueError(f"--family {only!r} is not a family with presets; families: {', '.join(known)}")
+    listing = {}
+    crf_logger = logging.getLogger("hf_seqmodels")  # quiet the untagged BIO warning of the tagger presets
+    level, crf_logger.level = crf_logger.level, logging.ERROR
+    try:
+        for family in FAMILY_DESCRIPTIONS:
+            if only in (None, family.name):
+                head, config_class = family.main_head, family.config_class
+                listing[family.name] = {"config_class": config_class.__name__, "model_class": head.__name__,
+                                        "presets": {name: {"parameters": parameter_count(head, config_class.from_preset(name)),
+                                                           "recipe": family.training_recipe(name)}
+                                                    for name in config_class.available_presets()}}
+    finally:
+        crf_logger.setLevel(level)
+    for name in CLASSIC_CONFIGS:
+        if only in (None, name):
+            listing[name] = _classic_listing(name)
+    return listing
+
+
+def _classic_listing(name: str) -> dict[str, Any]:
+    """A classic model's presets: the preset's own settings plus the training values it resolves to."""
+    module, class_name, vectors_per_word = CLASSIC_CONFIGS[name]
+    config_class = getattr(importlib.import_module(module, __package__), class_name)
+    presets = {}
+    for preset in config_class.available_presets():
+        resolved = dataclasses.asdict(config_class.from_preset(preset))
+        training = {k: resolved[k] for k in ("learning_rate", "epochs", "batch_size", "batch_words") if k in resolved}
+        per_word = vectors_per_word * resolved["vector_size"] if vectors_per_word else None
+        presets[preset] = {"parameters": None, "parameters_per_word": per_word,
+                           "settings": {**config_class.PRESETS[preset], **training}}
+    return {"config_class": class_name, "model_class": None, "presets": presets}
+
+
+def _count(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+def _value(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, float) else json.dumps(v) if isinstance(v, (list, dict)) else str(v)
+
+
+def format_preset_table(listing: dict[str, dict[str, Any]]) -> str:
+    """The listing as text: per family a header, then per preset its size and its recipe as ``key=value``."""
+    lines = []
+    for family, entry in listing.items():
+        model = f" ({entry['model_class']})" if entry["model_class"] else f" ({entry['config_class']})"
+        lines.append(f"{family}{model}")
+        width = max(map(len, entry["presets"]))
+        for preset, item in entry["presets"].items():
+            size = _count(item["parameters"])
+            if item.get("parameters_per_word"):
+                size = f"{item['parameters_per_word']}/word"
+            pairs = " ".join(f"{k}={_value(v)}" for k, v in (item.get("recipe") or item["settings"]).items())
+            row = f"  {preset:<{width}}  {size:>8}  {pairs}"
+            lines += textwrap.wrap(row, width=120, subsequent_indent=" " * (width + 14), break_on_hyphens=False)
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _presets(args: argparse.Namespace) -> int:
+    try:
+        listing = preset_listing(args.family)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    text = json.dumps(listing, indent=2) + "\n" if args.format == "json" else format_preset_table(listing)
+    sys.stdout.write(text)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="hf-seqmodels", description=__doc__)
@@ -121,6 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _demo_parser(subparsers)
     _push_parser(subparsers)
     _export_parser(subparsers)
+    _presets_parser(subparsers)
     subparsers.add_parser("train-lm", help="train a causal LM (same options as training/train_lm.py)",
                           add_help=False)
     subparsers.add_parser("train-seq2seq", help="train a translation model (same options as "
@@ -145,6 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _push(args)
     if args.command == "export":
         return _export(args)
+    if args.command == "presets":
+        return _presets(args)
     from .demo import DemoOptions, run_demo
 
     options = DemoOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(DemoOptions)})

@@ -38,6 +38,10 @@ _SCHEDULE_KEYS = {"zaremba": ("decay_start_epoch", "decay_factor")}
 _ADAM_KEYS = ("adam_beta1", "adam_beta2", "adam_epsilon")
 #: plausible peak learning rates per optimizer (noam: the peak its factor reaches, see :func:`peak_learning_rate`)
 _LEARNING_RATE_RANGES = {"sgd": (1e-3, 50.0), "adamw_torch": (1e-6, 1e-2)}
+#: the order in which a recipe lists its keys (others follow in their own order)
+_RECIPE_ORDER = ("optim", "learning_rate", *_ADAM_KEYS, "lr_scheduler_type", "decay_start_epoch", "decay_factor",
+                 "warmup_steps", "weight_decay", "max_grad_norm", "per_device_train_batch_size",
+                 "gradient_accumulation_steps", "bptt", "num_train_epochs", "max_steps")
 
 
 @dataclass(frozen=True)
@@ -122,7 +126,7 @@ class Family:
             if task not in tasks:
                 raise ValueError(f"task={task!r} is not a head of the {self.name} family; heads: {', '.join(tasks)}")
             if task in self.task_recipes:
-                return dict(self.task_recipes[task])
+                return merge_recipes({}, self.task_recipes[task])
         return merge_recipes(self.recipe, self.preset_recipes.get(preset, {}))
 
     def tiny_config(self, **overrides: Any) -> Any:
@@ -151,8 +155,9 @@ class Family:
 # ----------------------------------------------------------------------------------------- recipes ----
 
 def merge_recipes(base: Mapping[str, Any], entry: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` updated by ``entry``; keys of ``base`` that only mean something for an optimizer or schedule
-    that ``entry`` replaces (``adam_*`` when it switches to SGD, ``decay_*`` when it leaves ``zaremba``) go."""
+    """``base`` updated by ``entry`` (a new dict, keys in a fixed order); keys of ``base`` that only mean
+    something for an optimizer or schedule that ``entry`` replaces (``adam_*`` when it switches to SGD,
+    ``decay_*`` when it leaves ``zaremba``) go."""
     merged = dict(base)
     if entry.get("optim", merged.get("optim")) == "sgd":
         for key in _ADAM_KEYS:
@@ -161,7 +166,8 @@ def merge_recipes(base: Mapping[str, Any], entry: Mapping[str, Any]) -> dict[str
         for key in _SCHEDULE_KEYS.get(merged.get("lr_scheduler_type"), ()):
             merged.pop(key, None)
     merged.update(entry)
-    return merged
+    rank = {key: i for i, key in enumerate(_RECIPE_ORDER)}
+    return dict(sorted(merged.items(), key=lambda item: rank.get(item[0], len(rank))))
 
 
 def peak_learning_rate(recipe: Mapping[str, Any], d_model: int | None = None) -> float:

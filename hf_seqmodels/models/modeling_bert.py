@@ -44,7 +44,7 @@ from .input_checks import (
     current_mask,
     is_tracing,
 )
-from .multi_head_attention import attention_bias
+from .multi_head_attention import attention_mask as build_attention_mask
 from .output_flags import output_flags, structured
 from .positional_encoding import LearnedPositionalEmbedding
 from .transformer_layers import TransformerEncoderLayer
@@ -92,13 +92,14 @@ class BertEncoder(nn.Module):
         )
 
     def forward(
-        self, x: torch.Tensor, bias: torch.Tensor | None, output_attentions: bool, output_hidden_states: bool
+        self, x: torch.Tensor, mask: torch.Tensor | None, output_attentions: bool, output_hidden_states: bool
     ) -> BaseModelOutput:
-        """``x`` ``(B, T, H)``, ``bias`` additive ``(B, 1, 1, T)`` → ``(B, T, H)``; ``L + 1`` states, ``L`` weights."""
+        """``x`` ``(B, T, H)``, ``mask`` boolean ``(B, 1, 1, T)`` (True = may attend) or None → ``(B, T, H)``;
+        ``L + 1`` states, ``L`` weights."""
         hidden_states, attentions = [], []
         for layer in self.layers:
             hidden_states.append(x)
-            x, weights = layer(x, attention_mask=bias, output_attentions=output_attentions)
+            x, weights = layer(x, attention_mask=mask, output_attentions=output_attentions)
             attentions.append(weights)
         return BaseModelOutput(
             last_hidden_state=x,
@@ -239,8 +240,8 @@ class BertModel(BertPreTrainedModel):
         mask = current_mask(attention_mask, tokens)  # (B, T) bool, or None
         x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, T, H)
         length = shape[1]
-        bias = attention_bias(mask, length, length, causal=False, dtype=x.dtype, device=x.device)  # (B, 1, 1, T)
-        out = self.encoder(x, bias, output_attentions, output_hidden_states)
+        keys = build_attention_mask(mask, length, length, causal=False)  # (B, 1, 1, T) bool, or None: no padding
+        out = self.encoder(x, keys, output_attentions, output_hidden_states)
         return BaseModelOutputWithPooling(
             last_hidden_state=out.last_hidden_state,
             pooler_output=self.pooler(out.last_hidden_state) if self.pooler is not None else None,

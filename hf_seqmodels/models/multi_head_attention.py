@@ -189,7 +189,9 @@ class MultiHeadAttention(nn.Module):
         Args:
             hidden_states: queries' source ``(B, T, d_model)``.
             key_value_states: keys' and values' source ``(B, S, d_model)`` for cross-attention.
-            attention_mask: additive mask broadcastable to ``(B, H, T, S)`` (see :func:`attention_bias`).
+            attention_mask: boolean (True = may attend, see :func:`attention_mask`) or additive (see
+                :func:`attention_bias`) mask broadcastable to ``(B, H, T, S)``, or None (then ``is_causal``
+                alone hides the future of a causal self-attention, inside the kernel: no ``T × T`` tensor).
             past_key_values: a ``Cache`` (self-attention only) or an ``EncoderDecoderCache``.
             output_attentions: also return the weights; sdpa does not compute them, so such a call
                 runs the eager function (the same numbers).

@@ -173,7 +173,16 @@ class Chunk:
     mask: torch.Tensor
     targets: torch.Tensor
     raw_done: np.ndarray
+    slots: torch.Tensor  # (I,) flat indices of mask's real entries
+    slot_starts: np.ndarray  # (B+1,) the first slot of each batch
     negatives: torch.Tensor | None = None
+
+    def batch(self, b: int, size: int) -> dict[str, Any]:
+        """The arguments of :meth:`Word2VecTrainer.update` for the ``b``-th batch of ``size`` centres."""
+        rows = slice(b * size, (b + 1) * size)
+        slots = self.slots[self.slot_starts[b]:self.slot_starts[b + 1]] - b * size * self.mask.shape[1]
+        return dict(contexts=self.contexts[rows], mask=self.mask[rows], targets=self.targets[rows], slots=slots,
+                    negatives=None if self.negatives is None else self.negatives[rows])
 
 
 class Word2VecTrainer:
@@ -239,9 +248,7 @@ class Word2VecTrainer:
             loss = 0.0
             for b, raw_done in enumerate(chunk.raw_done):
                 lr = self._learning_rate((epoch * len(corpus.ids) + raw_done) / (len(corpus.ids) * cfg.epochs))
-                rows = slice(b * cfg.batch_words, (b + 1) * cfg.batch_words)
-                negatives = None if chunk.negatives is None else chunk.negatives[rows]
-                loss += self.update(chunk.contexts[rows], chunk.mask[rows], chunk.targets[rows], lr, negatives)
+                loss += self.update(lr=lr, **chunk.batch(b, cfg.batch_words))
             count = int(chunk.mask.sum()) if cfg.architecture == "skipgram" else len(chunk.targets)
             return loss, count, int(chunk.raw_done[-1]) if len(chunk.raw_done) else 0
 
@@ -293,31 +300,37 @@ class Word2VecTrainer:
         if cfg.loss == "negative_sampling":
             generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
             negatives = self.sampler.sample((len(targets), cfg.negative), generator)  # (C, K) for the whole chunk
+        slots = np.flatnonzero(mask)  # (I,) row-major: grouped by centre
+        slot_starts = np.searchsorted(slots, np.concatenate([[0], batch_ends]) * mask.shape[1])
         return Chunk(contexts=torch.from_numpy(ids[positions[has_context]].astype(np.int64)),
-                     mask=torch.from_numpy(mask), targets=targets, raw_done=raw_done, negatives=negatives)
+                     mask=torch.from_numpy(mask), targets=targets, raw_done=raw_done, slots=torch.from_numpy(slots),
+                     slot_starts=slot_starts, negatives=negatives)
 
     # ------------------------------------------------------------------------------------------
     # One batch: gather, score, update
     # ------------------------------------------------------------------------------------------
 
     def update(self, contexts: torch.Tensor, mask: torch.Tensor, targets: torch.Tensor, lr: float,
-               negatives: torch.Tensor | None = None) -> float:
+               negatives: torch.Tensor | None = None, slots: torch.Tensor | None = None) -> float:
         """One batched SGD step on ``B`` centre words; returns the summed loss of their predictions.
 
         ``contexts (B, S)`` word ids around each centre, ``mask (B, S)`` which of them are real (at least one
-        per row), ``targets (B,)`` the centres, ``negatives (B, K)`` their noise words (drawn here when None).
+        per row), ``targets (B,)`` the centres, ``negatives (B, K)`` their noise words (drawn here when None),
+        ``slots (I,)`` the flat indices of ``mask``'s real entries (found here when None).
         Skip-gram: each real context word predicts its centre; CBOW: their mean does.
         """
+        if slots is None:
+            slots = mask.flatten().nonzero().squeeze(1)  # (I,)
+        inputs = contexts.flatten().index_select(0, slots)  # (I,) the real context words
         rows, labels, valid = self._output_rows(targets, negatives)  # (B, T) each
         u = self.output_vectors.index_select(0, rows.flatten()).view(*rows.shape, -1)  # (B, T, D)
-        counts = mask.sum(1)  # (B,) context words per centre
         if self.config.architecture == "skipgram":
             h = self.input_vectors.index_select(0, contexts.flatten()).view(*contexts.shape, -1)  # (B, S, D)
             examples = mask.to(h.dtype)  # (B, S) each real context word is one example
         else:
-            weights = mask / counts.unsqueeze(1)  # (B, S) the mean over the real context words
-            h = F.embedding_bag(contexts, self.input_vectors, per_sample_weights=weights, mode="sum").unsqueeze(1)
-            examples = h.new_ones(len(h), 1)  # (B, 1) one example per centre
+            counts = mask.sum(1)  # (B,) context words per centre
+            h = F.embedding_bag(inputs, self.input_vectors, counts.cumsum(0) - counts, mode="mean").unsqueeze(1)
+            examples = h.new_ones(len(h), 1)  # (B, 1) one example per centre, the mean of its context
         logits = torch.bmm(h, u.transpose(1, 2))  # (B, S', T) every example against every output row
         live = examples.unsqueeze(2) * valid.unsqueeze(1)  # (B, S', T) the real (example, row) pairs
         loss = float((F.logsigmoid((2 * labels - 1).unsqueeze(1) * logits) * live).sum())
@@ -333,9 +346,10 @@ class Word2VecTrainer:
             grad_u.mul_(self._node_cap(rows, valid * examples.sum(1, keepdim=True)).unsqueeze(2))
         self.output_vectors.index_add_(0, rows.flatten(), grad_u.flatten(0, 1))
         if self.config.architecture == "skipgram":
-            self.input_vectors.index_add_(0, contexts[mask], grad_h[mask])
+            grad_inputs = grad_h.flatten(0, 1).index_select(0, slots)  # (I, D)
         else:  # word2vec.c: the mean's error goes to each context word undivided
-            self.input_vectors.index_add_(0, contexts[mask], grad_h[:, 0].repeat_interleave(counts, dim=0))
+            grad_inputs = grad_h.squeeze(1).index_select(0, slots // contexts.shape[1])  # (I, D)
+        self.input_vectors.index_add_(0, inputs, grad_inputs)
         return -loss
 
     def _output_rows(self, targets: torch.Tensor, negatives: torch.Tensor | None

@@ -19,14 +19,6 @@ from hf_seqmodels.registry import FAMILY_DESCRIPTIONS  # noqa: E402
 
 HEADS = [pytest.param(family, head, id=f"{family.name}-{head.__name__}")
          for family in FAMILY_DESCRIPTIONS for head in family.heads.values()]
-#: what fails in ONNX conversion or onnxruntime, and why (see the module docstring of hf_seqmodels.export)
-ONNX_KNOWN_FAILURES = {
-    "BiLSTMCRFForTokenClassification": "the CRF head's decoding does not convert to ONNX",
-}
-#: heads whose traced forward fixes the sequence length to the example's (torch.export parity at another length)
-TORCH_KNOWN_FAILURES = {
-    "BiLSTMCRFForTokenClassification": "the CRF's Viterbi/forward recursions loop over time steps in Python",
-}
 
 
 def _model(family, head):
@@ -36,8 +28,6 @@ def _model(family, head):
 
 @pytest.mark.parametrize("family, head", HEADS)
 def test_torch_export_parity(family, head, tmp_path):
-    if head.__name__ in TORCH_KNOWN_FAILURES:
-        pytest.xfail(TORCH_KNOWN_FAILURES[head.__name__])
     result = export_model(_model(family, head), tmp_path, format="torch")
     assert result.path.is_file() and (tmp_path / "README.md").is_file()
     assert result.parity <= 1e-4
@@ -47,8 +37,6 @@ def test_torch_export_parity(family, head, tmp_path):
 
 @pytest.mark.parametrize("family, head", HEADS)
 def test_onnx_export_parity(family, head, tmp_path):
-    if head.__name__ in ONNX_KNOWN_FAILURES:
-        pytest.xfail(ONNX_KNOWN_FAILURES[head.__name__])
     result = export_model(_model(family, head), tmp_path, format="onnx", generation=False)
     assert result.parity <= 1e-4
     assert result.parity_shapes["input_ids"][-1] == 11  # another length than the example's 7

@@ -109,3 +109,43 @@ def scan_recurrent_stacks() -> Iterator[None]:
         yield
     finally:
         RecurrentStack._run_module = original
+
+
+def _max_marginals_scan(crf, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``LinearChainCRF.max_marginals`` with its two recursions as ``scan`` over time: ``m_i(y) = α^max_i(y) +
+    β^max_i(y)`` ``(B, T, K)``, the emissions at masked positions. The same operations as the eager loops."""
+    mask = mask.bool()
+    start, transitions, end = crf.scores()
+    batch, _, num_tags = emissions.shape
+    seen = (mask.long().cumsum(1) - mask.long()) > 0  # (B, T): a chain position before t (no boolean carry)
+    xs = (emissions.transpose(0, 1), mask.transpose(0, 1).unsqueeze(-1))  # (T, B, K), (T, B, 1)
+
+    def forward_step(alpha, x):
+        emission, on, seen_before = x  # (B, K), (B, 1), (B, 1)
+        best = (alpha.unsqueeze(2) + transitions).amax(dim=1)  # (B, K)
+        alpha = torch.where(on, torch.where(seen_before, best, start) + emission, alpha)
+        return alpha, alpha.clone()
+
+    def backward_step(beta, x):
+        emission, on = x
+        step = (transitions + (emission + beta).unsqueeze(1)).amax(dim=2)  # (B, K)
+        return torch.where(on, step, beta), beta.clone()
+
+    _, alphas = scan(forward_step, emissions.new_zeros(batch, num_tags), (*xs, seen.transpose(0, 1).unsqueeze(-1)))
+    _, betas = scan(backward_step, end.unsqueeze(0).repeat(batch, 1), tuple(x.flip(0) for x in xs))
+    marginals = alphas.transpose(0, 1) + betas.flip(0).transpose(0, 1)  # (B, T, K)
+    return torch.where(mask.unsqueeze(2), marginals, emissions)
+
+
+@contextlib.contextmanager
+def scan_crf_recursions() -> Iterator[None]:
+    """Within the block, ``LinearChainCRF.max_marginals`` (the tagger's logits) runs its recursions as
+    :func:`_max_marginals_scan`, so an exported tagger keeps a symbolic sentence length."""
+    from ..models.crf import LinearChainCRF
+
+    original = LinearChainCRF.max_marginals
+    LinearChainCRF.max_marginals = _max_marginals_scan
+    try:
+        yield
+    finally:
+        LinearChainCRF.max_marginals = original

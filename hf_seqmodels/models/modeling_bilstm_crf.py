@@ -148,7 +148,7 @@ class BiLSTMCRFForTokenClassification(BiLSTMCRFPreTrainedModel):
         if input_ids is None:
             return mask
         untagged = torch.tensor(self.config.untagged_ids(), dtype=input_ids.dtype, device=input_ids.device)
-        return mask & ~torch.isin(input_ids, untagged)
+        return mask & ~(input_ids.unsqueeze(-1) == untagged).any(-1)  # isin without searchsorted (ONNX has none)
 
     def emissions(self, input_ids, attention_mask=None, char_input_ids=None, output_hidden_states=None,
                   inputs_embeds=None):

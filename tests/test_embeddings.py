@@ -447,6 +447,23 @@ def test_negative_sampling_step_is_the_sum_of_word2vec_c_steps(architecture):
     torch.testing.assert_close(trainer.output_vectors, syn1neg)
 
 
+def test_a_chunk_reads_only_its_raw_words():
+    """Subsampling and windows work chunk by chunk (memory bounded by ``chunk_words``, not the corpus): a
+    window stops at its chunk's ends, and every real context word is in the chunk's window."""
+    words = [f"w{i}" for i in range(100)]
+    vocab = Vocabulary.from_sentences([words], min_count=1)  # ties keep first occurrence: w_i has id i
+    corpus = vocab.encode_sentences([words])
+    trainer = Word2VecTrainer(vocab, Word2VecConfig(vector_size=4, window=3, sample=0.0, chunk_words=10))
+    for index in range(10):
+        chunk = trainer._chunk(corpus, 10 * index, 10 * index + 10, seed=(0, index))
+        assert chunk.targets.tolist() == list(range(10 * index, 10 * index + 10))
+        centres = chunk.targets.unsqueeze(1).expand_as(chunk.contexts)[chunk.mask]
+        contexts = chunk.contexts[chunk.mask]
+        assert (contexts // 10 == index).all() and (contexts != centres).all()
+        assert ((contexts - centres).abs() <= 3).all()
+        assert chunk.raw_done[-1] == 10 * index + 10
+
+
 def test_worker_threads_train_and_leave_torch_threads_as_they_were(topic_corpus):
     vocab = Vocabulary.from_files(topic_corpus, min_count=1)
     config = Word2VecConfig(vector_size=16, window=3, sample=0.0, epochs=3, batch_words=64, chunk_words=512,

@@ -34,7 +34,7 @@ rows hit many times in one batch: the Huffman nodes near the root lie on nearly 
 summed update is therefore capped at ``max_node_hits`` steps' worth (a node hit :math:`n` times moves by
 its summed update times :math:`\\min(1, \\text{max\\_node\\_hits} / n)`); nodes hit fewer times move
 exactly as in word2vec.c. Subsampling, the dynamic windows and the noise words of
-``chunk_words`` centre words are drawn at once, with array operations.
+``chunk_words`` raw words are drawn at once, with array operations (windows stop at a chunk's ends).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class Word2VecConfig(PresetMixin):
     ``batch_words`` centre words share one update, in which the updates of a row add up: on a vocabulary
     of a few dozen words a frequent row gets many at once, so use a small value there (e.g. 64).
     ``max_node_hits`` caps the summed update of a Huffman node within a batch (module docstring).
-    ``workers`` threads train chunks of ``chunk_words`` centre words concurrently (1: reproducible).
+    ``workers`` threads train chunks of ``chunk_words`` raw words concurrently (1: reproducible).
 
     ``Word2VecConfig.from_preset(name, **overrides)``: ``tiny`` (tests), ``word2vec-c-skipgram`` and
     ``word2vec-c-cbow`` (word2vec.c's defaults with ``-cbow 0``/``1``, its subsampling formula),
@@ -203,7 +203,7 @@ class Word2VecTrainer:
             nodes, codes, mask = build_huffman_tree(vocab.counts).padded()  # (V, L) each
             self.path_nodes, self.path_labels, self.path_mask = nodes, 1.0 - codes, mask  # labels 1 - d_j
             self.path_lengths = mask.sum(1).long()  # (V,)
-        self.keep_probabilities = vocab.keep_probabilities(config.sample, config.subsampling_formula)
+        self.keep_probabilities = vocab.keep_probabilities(config.sample, config.subsampling_formula).astype(np.float32)
 
     # ------------------------------------------------------------------------------------------
     # Training loop
@@ -218,7 +218,6 @@ class Word2VecTrainer:
         """
         cfg = self.config
         check_window(cfg.window, corpus)
-        sentence = corpus.sentence_index().astype(np.int32)
         bar = tqdm(total=len(corpus.ids) * cfg.epochs, unit="word", desc=f"word2vec {cfg.architecture}",
                    disable=not progress, mininterval=1.0)
         threads = torch.get_num_threads()
@@ -226,40 +225,32 @@ class Word2VecTrainer:
         try:
             with ThreadPoolExecutor(cfg.workers) if cfg.workers > 1 else nullcontext() as pool:
                 for epoch in range(cfg.epochs):
-                    self._train_epoch(corpus, sentence, epoch, pool, bar)
+                    self._train_epoch(corpus, epoch, pool, bar)
         finally:
             torch.set_num_threads(threads)
             bar.close()
         return self.word_vectors()
 
-    def _train_epoch(self, corpus: EncodedCorpus, sentence: np.ndarray, epoch: int,
-                     pool: ThreadPoolExecutor | None, bar: tqdm) -> None:
-        """Subsample the corpus, then train its chunks (in ``pool``'s threads when given)."""
-        cfg = self.config
-        rng = np.random.default_rng([cfg.seed, epoch])
-        keep = rng.random(len(corpus.ids), dtype=np.float32) < self.keep_probabilities[corpus.ids]
-        kept = np.flatnonzero(keep).astype(np.int32)  # (K,) positions of the kept words in the raw corpus
-        del keep
-        ids, sent = corpus.ids[kept].astype(np.int32), sentence[kept]
+    def _train_epoch(self, corpus: EncodedCorpus, epoch: int, pool: ThreadPoolExecutor | None, bar: tqdm) -> None:
+        """Train the chunks of ``chunk_words`` raw words of one epoch (in ``pool``'s threads when given)."""
+        cfg, size = self.config, len(corpus.ids)
 
         def train_chunk(index: int) -> tuple[float, int, int]:
-            start = index * cfg.chunk_words
-            chunk = self._chunk(ids, sent, kept, start, min(start + cfg.chunk_words, len(ids)), seed=(epoch, index))
+            start, end = index * cfg.chunk_words, min((index + 1) * cfg.chunk_words, size)
+            chunk = self._chunk(corpus, start, end, seed=(epoch, index))
             loss = 0.0
             for b, raw_done in enumerate(chunk.raw_done):
-                lr = self._learning_rate((epoch * len(corpus.ids) + raw_done) / (len(corpus.ids) * cfg.epochs))
+                lr = self._learning_rate((epoch * size + raw_done) / (size * cfg.epochs))
                 loss += self.update(lr=lr, **chunk.batch(b, cfg.batch_words))
-            count = int(chunk.mask.sum()) if cfg.architecture == "skipgram" else len(chunk.targets)
-            return loss, count, int(chunk.raw_done[-1]) if len(chunk.raw_done) else 0
+            return loss, int(chunk.mask.sum()) if cfg.architecture == "skipgram" else len(chunk.targets), end
 
-        indices = range(-(-len(ids) // cfg.chunk_words))
+        indices = range(-(-size // cfg.chunk_words))
         loss_sum, loss_count, done = 0.0, 0, 0
-        for loss, count, raw_done in (pool.map(train_chunk, indices) if pool else map(train_chunk, indices)):
+        for loss, count, end in (pool.map(train_chunk, indices) if pool else map(train_chunk, indices)):
             loss_sum, loss_count = loss_sum + loss, loss_count + count
-            bar.update(max(raw_done - done, 0))
-            done = max(done, raw_done)
+            bar.update(end - done)
+            done = end
             bar.set_postfix(loss=f"{loss_sum / max(loss_count, 1):.4f}", refresh=False)
-        bar.update(len(corpus.ids) - done)
         logger.info("word2vec epoch %d: mean loss %.4f per prediction", epoch + 1, loss_sum / max(loss_count, 1))
 
     def word_vectors(self) -> WordVectors:
@@ -276,14 +267,17 @@ class Word2VecTrainer:
     # Examples of a chunk of centre words, drawn with array operations
     # ------------------------------------------------------------------------------------------
 
-    def _chunk(self, ids: np.ndarray, sent: np.ndarray, kept: np.ndarray, start: int, end: int,
-               seed: tuple[int, int]) -> Chunk:
-        """Dynamic windows of the kept centres ``[start, end)`` and their noise words (``ids``, ``sent``:
-        the kept words and their sentences; ``kept``: their positions in the raw corpus). The draws come
-        from generators seeded with ``(config.seed, *seed)``: the same whichever thread trains the chunk."""
+    def _chunk(self, corpus: EncodedCorpus, start: int, end: int, seed: tuple[int, int]) -> Chunk:
+        """The raw words ``[start, end)`` of ``corpus``, subsampled, with the dynamic window of each kept
+        centre (windows stop at the chunk's ends, as word2vec.c's at its 1000-word sentence cut) and its noise
+        words. The draws come from generators seeded with ``(config.seed, *seed)``: the same whichever
+        thread trains the chunk. Memory: ``O(chunk_words * window)``, whatever the corpus size."""
         cfg, w = self.config, self.config.window
         rng = np.random.default_rng([cfg.seed, *seed])
-        centres = np.arange(start, end, dtype=np.int32)
+        keep = rng.random(end - start, dtype=np.float32) < self.keep_probabilities[corpus.ids[start:end]]
+        kept = start + np.flatnonzero(keep)  # (K,) raw positions of the kept words
+        ids, sent = corpus.ids[kept], np.searchsorted(corpus.offsets, kept, side="right")  # (K,) word, sentence
+        centres = np.arange(len(ids))
         reach = rng.integers(1, w + 1, size=len(centres), dtype=np.int32)  # R ~ U{1..window}, per centre
         offsets = np.concatenate([np.arange(-w, 0), np.arange(1, w + 1)]).astype(np.int32)  # (S,)
         positions = np.clip(centres[:, None] + offsets[None, :], 0, len(ids) - 1)  # (C, S)
@@ -295,14 +289,14 @@ class Word2VecTrainer:
         batch_ends = np.minimum(np.arange(cfg.batch_words, len(centres) + cfg.batch_words, cfg.batch_words),
                                 len(centres))
         raw_done = kept[centres[batch_ends - 1]] + 1 if len(centres) else np.zeros(0, dtype=np.int64)
-        targets = torch.from_numpy(ids[centres].astype(np.int64))
+        targets = torch.from_numpy(ids[centres])
         negatives = None
         if cfg.loss == "negative_sampling":
             generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
             negatives = self.sampler.sample((len(targets), cfg.negative), generator)  # (C, K) for the whole chunk
         slots = np.flatnonzero(mask)  # (I,) row-major: grouped by centre
         slot_starts = np.searchsorted(slots, np.concatenate([[0], batch_ends]) * mask.shape[1])
-        return Chunk(contexts=torch.from_numpy(ids[positions[has_context]].astype(np.int64)),
+        return Chunk(contexts=torch.from_numpy(ids[positions[has_context]]),
                      mask=torch.from_numpy(mask), targets=targets, raw_done=raw_done, slots=torch.from_numpy(slots),
                      slot_starts=slot_starts, negatives=negatives)
 

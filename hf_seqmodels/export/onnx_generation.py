@@ -99,7 +99,9 @@ class OnnxGenerator:
     tokens read so far. Each graph is fed the pool entries it names; beam search reorders every entry's rows.
     """
 
-    def __init__(self, folder: str | Path, providers: list[str] | None = None):
+    def __init__(self, folder: str | Path, providers: list[str] | None = None, num_threads: int | None = None):
+        """``folder``: where :func:`export_generation` wrote; ``providers``: onnxruntime's (default CPU);
+        ``num_threads``: onnxruntime's intra-op threads (default: its own choice)."""
         import onnxruntime
 
         folder = Path(folder)
@@ -108,6 +110,8 @@ class OnnxGenerator:
             raise ValueError(f"`folder`={str(folder)!r} has no {SPEC_FILE}: export a generative model there first.")
         self.spec = json.loads(spec_path.read_text(encoding="utf-8"))
         options = onnxruntime.SessionOptions()
+        if num_threads is not None:
+            options.intra_op_num_threads = num_threads
         self.sessions = {role: onnxruntime.InferenceSession(str(folder / file), options,
                                                             providers=providers or ["CPUExecutionProvider"])
                          for role, file in self.spec["graphs"].items()}

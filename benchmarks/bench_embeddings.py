@@ -4,8 +4,8 @@ Corpus: WikiText-2 valid + test and Tiny Shakespeare (``../shared/data``), lower
 vocabulary's tokenizer; gensim trains on the same tokenised sentences. word2vec settings are
 word2vec.c's and the same for both: 100 dimensions, window 5, min_count 5, 5 noise words, subsampling
 1e-3 with word2vec.c's formula, 5 epochs, learning rate 0.025 (skip-gram) / 0.05 (CBOW) decaying to 1e-4
-of it, ``--threads`` threads each (gensim's ``workers``; our word2vec's ``workers``, each running torch
-single-threaded).
+of it, ``--threads`` threads each (gensim's ``workers``, torch's threads for our GloVe and SVD; our word2vec
+runs ``--workers`` Hogwild threads, each running torch single-threaded).
 
 Every training runs in its own process, so that its peak memory can be read: "peak MB" is the highest
 resident set size sampled every 20 ms from the allocation of the weights to the end of training, minus the
@@ -48,6 +48,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     p.add_argument("--threads", type=int, default=2, help="threads of each library (ours: word2vec worker "
                    "threads; GloVe and SVD: torch's threads)")
+    p.add_argument("--workers", type=int, default=1, help="our word2vec's worker threads (Hogwild; each runs torch "
+                   "single-threaded). 1 by default: on the shared 2-core machine a second Python thread cost more "
+                   "CPU per word than it saved")
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--glove_epochs", type=int, default=25)
     p.add_argument("--glove_repeat", type=int, default=10, help="GloVe also trains on the corpus repeated this often")
@@ -107,7 +110,7 @@ def _run(job: dict, queue: mp.Queue) -> None:
     corpus = vocab.encode_files(files)
     arch, loss = job.get("variant", "skipgram:negative_sampling").split(":")
     config = Word2VecConfig(architecture=arch, loss=loss, sample=1e-3, subsampling_formula="word2vec_c",
-                            epochs=job["epochs"], seed=job["seed"], workers=job["threads"])
+                            epochs=job["epochs"], seed=job["seed"], workers=job["workers"])
     if job["library"] == "gensim":
         from gensim.models import Word2Vec
 
@@ -177,10 +180,11 @@ def main() -> None:
     if not has_gensim:
         print("gensim is not installed (pip install -e '.[bench]'): skipping gensim; only our trainers run, and "
               "quality is not evaluated (the word-pair and analogy files come with gensim's test data).")
-    base = {"files": args.train_file, "threads": args.threads, "epochs": args.epochs,
+    base = {"files": args.train_file, "threads": args.threads, "workers": args.workers, "epochs": args.epochs,
             "glove_epochs": args.glove_epochs, "has_gensim": has_gensim}
     results: dict[str, list] = {}
-    print(f"threads {args.threads} each; seeds {args.seeds}; {args.epochs} word2vec epochs")
+    print(f"threads {args.threads} each (our word2vec: {args.workers} worker threads); seeds {args.seeds}; "
+          f"{args.epochs} word2vec epochs")
     header = f"{'model':40s} {'words/s':>10s} {'words/cpu-s':>11s} {'peak MB':>8s} {'WS353':>6s} {'analogies':>10s}"
     print(header)
 

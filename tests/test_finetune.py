@@ -20,7 +20,13 @@ from hf_seqmodels.training.finetune.classification_data import (
     read_classification_file,
     resolve_text_columns,
 )
-from hf_seqmodels.training.finetune.cli import FinetuneDataArguments, main
+from hf_seqmodels.training.finetune.cli import (
+    DataArguments,
+    ModelArguments,
+    build_model,
+    load_tokenizer,
+    main,
+)
 
 DATA = Path(__file__).parent / "data" / "finetune"
 
@@ -48,7 +54,7 @@ def bert_folder(tmp_path_factory):
 def common_args(out: Path, *extra: str) -> list[str]:
     return ["--output_dir", str(out), "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "16",
             "--learning_rate", "5e-3", "--report_to", "none", "--save_strategy", "no", "--logging_steps", "2",
-            "--use_cpu", "--seed", "0", "--disable_tqdm", "true", *extra]
+            "--use_cpu", "--seed", "0", "--disable_tqdm", *extra]
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -101,9 +107,9 @@ def test_pairs_are_encoded_with_segments(bert_folder):
 
 def test_data_arguments_are_checked_when_built():
     with pytest.raises(ValueError, match="`task`='ner'"):
-        FinetuneDataArguments(task="ner", train_file="x")
+        DataArguments(task="ner", train_file="x")
     with pytest.raises(ValueError, match="`doc_stride`=128"):
-        FinetuneDataArguments(task="question-answering", train_file="x", max_seq_length=128, doc_stride=128)
+        DataArguments(task="question-answering", train_file="x", max_seq_length=128, doc_stride=128)
 
 
 # ------------------------------------------------------------------------------------- end to end
@@ -131,9 +137,7 @@ def test_sequence_classification_from_a_pretrained_folder(bert_folder, tmp_path)
 
 
 def test_a_pretrained_encoder_is_loaded_not_reinitialised(bert_folder):
-    from hf_seqmodels.training.finetune.cli import FinetuneModelArguments, build_model, load_tokenizer
-
-    args = FinetuneModelArguments(model_name_or_path=str(bert_folder))
+    args = ModelArguments(model_name_or_path=str(bert_folder))
     model = build_model(args, "sequence-classification", load_tokenizer(args), {"num_labels": 2})
     pretrained = BertForPreTraining.from_pretrained(bert_folder)
     for name, weight in pretrained.bert.state_dict().items():
@@ -141,19 +145,16 @@ def test_a_pretrained_encoder_is_loaded_not_reinitialised(bert_folder):
 
 
 def test_random_initialisation_baseline_needs_a_tokenizer_and_uses_the_preset(bert_folder, tmp_path):
-    from hf_seqmodels.training.finetune.cli import FinetuneModelArguments, build_model, load_tokenizer
-
-    with pytest.raises(ValueError, match="--tokenizer_name_or_path"):
-        load_tokenizer(FinetuneModelArguments(preset="tiny"))
-    args = FinetuneModelArguments(preset="tiny", tokenizer_name_or_path=str(bert_folder))
+    with pytest.raises(ValueError, match="needs --tokenizer_name"):
+        load_tokenizer(ModelArguments(preset="tiny"))
+    args = ModelArguments(preset="tiny", tokenizer_name=str(bert_folder))
     tokenizer = load_tokenizer(args)
     model = build_model(args, "sequence-classification", tokenizer, {"num_labels": 3})
     assert model.config.num_labels == 3 and model.config.vocab_size == len(tokenizer)
     with pytest.raises(ValueError, match="`--preset`='huge'"):
-        build_model(FinetuneModelArguments(preset="huge", tokenizer_name_or_path=str(bert_folder)),
-                    "sequence-classification", tokenizer, {"num_labels": 2})
+        ModelArguments(preset="huge", tokenizer_name=str(bert_folder))
     with pytest.raises(ValueError, match="model_family rnn has no head for the task question-answering"):
-        build_model(FinetuneModelArguments(model_family="rnn", preset="tiny", tokenizer_name_or_path=str(bert_folder)),
+        build_model(ModelArguments(model_family="rnn", preset="tiny", tokenizer_name=str(bert_folder)),
                     "question-answering", tokenizer, {})
 
 

@@ -496,11 +496,11 @@ def test_finetune_cli_trains_the_tagger_from_a_preset(word_tokenizer, tmp_path):
     folder, _ = word_tokenizer
     out = tmp_path / "ner"
     metrics = main(["--task", "token-classification", "--model_family", "bilstm_crf", "--preset", "tiny",
-                    "--config_overrides", "char_encoder=lstm", "--tokenizer_name_or_path", str(folder),
+                    "--config_overrides", "char_encoder=lstm", "--tokenizer_name", str(folder),
                     "--train_file", str(CONLL), "--validation_file", str(CONLL), "--max_seq_length", "32",
                     "--num_train_epochs", "15", "--learning_rate", "0.05", "--per_device_train_batch_size", "4",
                     "--output_dir", str(out), "--report_to", "none", "--save_strategy", "no", "--use_cpu",
-                    "--seed", "0", "--disable_tqdm", "true"])
+                    "--seed", "0", "--disable_tqdm"])
     # evaluated on its training sentences: the tagger must have learned them (entity F1 from hfsm_seqeval)
     assert metrics["eval_overall_f1"] > 0.5, metrics
     model = AutoModelForTokenClassification.from_pretrained(out)

@@ -442,10 +442,10 @@ def test_trainer_fits_tiny_sst2_and_pipeline_matches_the_model(word_tokenizer_fo
 def finetune(tmp_path: Path, tokenizer_folder: Path, *extra: str) -> dict:
     return finetune_main([
         "--task", "sequence-classification", "--model_family", "textcnn", "--preset", "tiny",
-        "--tokenizer_name_or_path", str(tokenizer_folder), "--train_file", str(SST2_TINY),
+        "--tokenizer_name", str(tokenizer_folder), "--train_file", str(SST2_TINY),
         "--validation_file", str(SST2_TINY), "--max_seq_length", "32", "--num_train_epochs", "2",
         "--per_device_train_batch_size", "8", "--learning_rate", "1e-2", "--output_dir", str(tmp_path),
-        "--report_to", "none", "--save_strategy", "no", "--use_cpu", "--seed", "0", "--disable_tqdm", "true", *extra,
+        "--report_to", "none", "--save_strategy", "no", "--use_cpu", "--seed", "0", "--disable_tqdm", *extra,
     ])
 
 

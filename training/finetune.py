@@ -1,8 +1,8 @@
 #!/usr/bin/env python
-"""Fine-tune a model on a downstream task with transformers' ``Trainer``.
+"""Fine-tune a model on a downstream task (classification, tagging, extractive QA) on the package's training loop.
 
-The logic lives in :mod:`hf_seqmodels.training.finetune.cli`; ``--help`` lists every option (all of
-``TrainingArguments`` included). Examples::
+The logic lives in :mod:`hf_seqmodels.training.finetune.cli`; ``--help`` lists every option (the
+``TrainingArguments`` names: checkpoints, ``--resume_from_checkpoint latest``, stop signals). Examples::
 
     # SST-2 sentiment from a BERT pretrained with training/pretrain_bert.py
     python training/finetune.py --task sequence-classification --model_name_or_path runs/bert-mini \
@@ -11,7 +11,7 @@ The logic lives in :mod:`hf_seqmodels.training.finetune.cli`; ``--help`` lists e
 
     # the same model from random initialisation (same tokenizer), the baseline
     python training/finetune.py --task sequence-classification --preset bert-mini \
-        --tokenizer_name_or_path runs/bert-mini ... --output_dir runs/sst2-scratch
+        --tokenizer_name runs/bert-mini ... --output_dir runs/sst2-scratch
 
     # named entities (CoNLL columns) and extractive QA (SQuAD JSON)
     python training/finetune.py --task token-classification --train_file train.conll --validation_file dev.conll ...
@@ -23,7 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from hf_seqmodels.training.core.cli import run_command  # noqa: E402
 from hf_seqmodels.training.finetune.cli import main  # noqa: E402
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_command(main))

@@ -1,13 +1,16 @@
 """Fine-tuning on downstream tasks: sequence classification, token classification and extractive QA
-(``training/finetune.py``), with each task's data reading and encoding."""
+(``training/finetune.py``) on the package's training loop, with each task's data reading and encoding."""
 
 from .cli import (
+    DataArguments,
     FinetuneDataArguments,
     FinetuneModelArguments,
+    ModelArguments,
     build_model,
-    build_parser,
     load_tokenizer,
     main,
 )
+from .trainer import FinetuneTrainingLoop
 
-__all__ = ["FinetuneDataArguments", "FinetuneModelArguments", "build_model", "build_parser", "load_tokenizer", "main"]
+__all__ = ["DataArguments", "FinetuneDataArguments", "FinetuneModelArguments", "FinetuneTrainingLoop",
+           "ModelArguments", "build_model", "load_tokenizer", "main"]

@@ -1,99 +1,88 @@
-"""Fine-tuning on downstream tasks with transformers' ``Trainer``: the logic of ``training/finetune.py``.
+"""Command line of ``training/finetune.py``: fine-tune on classification, tagging or extractive QA.
 
-Three kinds of task, each with its data format, its head and its metric (an ``evaluate`` module
-shipped in :mod:`hf_seqmodels.metrics`, so nothing is downloaded):
+The three tasks (:mod:`.tasks`): ``sequence-classification`` (GLUE-style TSV/CSV/JSON lines, one sentence or
+a pair; regression for real-valued labels; accuracy, F1, MCC or Pearson/Spearman), ``token-classification``
+(CoNLL columns; entity-level precision/recall/F1) and ``question-answering`` (SQuAD v1.1 JSON, long contexts
+in overlapping windows; exact match and F1).
 
-========================  ==============================  ==============================  =====================
-``--task``                local files                     head (Auto class)               metric
-========================  ==============================  ==============================  =====================
-sequence-classification   GLUE-style TSV, CSV, JSON lines  ``…ForSequenceClassification``   accuracy, F1, MCC
-                          (one sentence or a pair)                                        (Pearson/Spearman for
-                                                                                          regression)
-token-classification      CoNLL columns                   ``…ForTokenClassification``      entity-level P/R/F1
-question-answering        SQuAD v1.1 JSON                 ``…ForQuestionAnswering``        exact match, F1
-========================  ==============================  ==============================  =====================
-
-The model is either loaded (``--model_name_or_path``: a pretraining output folder, any saved model of
-ours, or a Hub BERT when online) with a fresh head, or built from a preset with random weights
-(``--model_family``/``--preset`` with ``--tokenizer_name_or_path``): the baseline that shows what
-pretraining buys. All of ``TrainingArguments`` are flags (``--learning_rate``, ``--num_train_epochs``,
-``--eval_strategy``, ...), exactly as in transformers' example scripts.
+The model is either loaded (``--model_name_or_path``: a pretraining output folder, any saved model of ours, or
+a Hub BERT when online) with a fresh head, or built from ``--model_family``/``--preset`` with random weights
+and ``--tokenizer_name`` (fine-tuning trains no tokenizer): the baseline that shows what pretraining buys.
+Training runs on the package's one loop (:class:`~.trainer.FinetuneTrainingLoop`), with transformers'
+``TrainingArguments`` names, atomic checkpoints, ``--resume_from_checkpoint latest`` and stop signals. A
+loaded model trains with transformers' defaults (AdamW at 5e-5, linear decay, 3 epochs, batches of 8); a
+preset with its recipe (the head's own where the family has one). Flags override both::
 
     python training/finetune.py --task sequence-classification \\
         --model_name_or_path runs/bert-mini-wikitext2 \\
         --train_file ../shared/data/sst2/train.tsv --validation_file ../shared/data/sst2/dev.tsv \\
         --max_seq_length 64 --learning_rate 1e-4 --num_train_epochs 2 --output_dir runs/sst2
+
+Without ``--do_train/--do_eval/--do_predict`` the script trains, evaluates when there is held-out data and
+predicts ``--test_file`` when one is given (``test_predictions.jsonl``, ``predict_results.json``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import logging
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import evaluate
-import numpy as np
-from datasets import Dataset
-from transformers import (
-    AutoModelForQuestionAnswering,
-    AutoModelForSequenceClassification,
-    AutoModelForTokenClassification,
-    AutoTokenizer,
-    DataCollatorForTokenClassification,
-    DataCollatorWithPadding,
-    EvalPrediction,
-    HfArgumentParser,
-    Trainer,
-    TrainingArguments,
-    set_seed,
-)
+from accelerate.logging import get_logger
+from accelerate.utils import set_seed
+from transformers import AutoTokenizer
 
 from ...hub import write_model_card
-from ...metrics import metric_path
 from ...models import BertConfig, BiLSTMCRFConfig, RNNConfig, TextCNNConfig
+from ..core.arguments import EngineArguments
+from ..core.cards import engine_card_arguments
 from ..core.cli import build_model as build_family_model
-from ..core.cli import configure_logging, dataset_label
-from ..core.plotting import plot_loss_curves, write_history
+from ..core.cli import (
+    configure_logging,
+    dataset_label,
+    finish_processes,
+    model_arguments,
+    parse_command_line,
+    start_run,
+)
+from ..core.loop import SELF_ATTENTION_PLOT
+from ..core.run_files import save_metrics
 from .char_features import DataCollatorForCharTagging, add_char_input_ids
-from .classification_data import LabelSpace, encode_classification, label_space, read_classification_file
 from .pretrained_embeddings import check_embedding_source, initialise_embeddings
-from .qa_data import postprocess_predictions, prepare_eval_features, prepare_train_features, read_squad_json
-from .token_classification_data import label_list, predictions_to_tags, read_conll, tokenize_and_align_labels
+from .tasks import TASKS, FinetuneTask, load_raw_splits, prepare_task
+from .trainer import BATCH_DEFAULTS, FINETUNE_DEFAULTS, FinetuneTrainingLoop, Split
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
-TASKS = {
-    "sequence-classification": AutoModelForSequenceClassification,
-    "token-classification": AutoModelForTokenClassification,
-    "question-answering": AutoModelForQuestionAnswering,
-}
 MODEL_FAMILIES = {"bert": BertConfig, "bilstm_crf": BiLSTMCRFConfig, "rnn": RNNConfig, "textcnn": TextCNNConfig}
+PREDICTIONS_FILE = "test_predictions.jsonl"
+#: the tokenizer-training options of the shared model arguments: fine-tuning loads its tokenizer
+TOKENIZER_TRAINING = ("vocab_size", "min_frequency", "lowercase")
+
+_ModelArguments = model_arguments(MODEL_FAMILIES, "bert", "word", "tiny, bert-mini, kim2014, lample2016")
 
 
 @dataclass
-class FinetuneModelArguments:
-    """Which model to fine-tune: a saved one, or a fresh one from a preset."""
+class ModelArguments(_ModelArguments):
+    """Which model to fine-tune (a saved one, or a fresh one from a preset), its tokenizer, and TextCNN's
+    initial word vectors."""
 
-    model_name_or_path: str | None = field(default=None, metadata={
-        "help": "a saved model folder (e.g. a pretrain_bert.py output) or Hub id; its head is replaced"})
-    model_family: str = field(default="bert", metadata={
-        "help": f"with --preset: the family of a randomly initialised model ({', '.join(MODEL_FAMILIES)})"})
-    preset: str | None = field(default=None, metadata={"help": "a named config of --model_family (e.g. bert-mini)"})
-    config_overrides: str | None = field(default=None, metadata={
-        "help": 'with --preset: comma-separated config fields, e.g. "hidden_dropout_prob=0.2"'})
-    tokenizer_name_or_path: str | None = field(default=None, metadata={
-        "help": "tokenizer folder (default: the model's); required with --preset"})
-    trust_remote_code: bool = field(default=False, metadata={"help": "allow a Hub model's own code"})
     pretrained_embeddings: str | None = field(default=None, metadata={
         "help": "textcnn: initial input embeddings from word vectors (word2vec text file or WordVectors folder); "
                 "the config's embedding_mode (static, non-static, multichannel) decides whether they are trained"})
 
+    def __post_init__(self):
+        super().__post_init__()
+        for name in TOKENIZER_TRAINING:
+            if getattr(self, name) not in (None, False):
+                raise ValueError(f"Invalid `--{name}`={getattr(self, name)!r}: fine-tuning trains no tokenizer; "
+                                 "give a saved one with --tokenizer_name (or the model's, with --model_name_or_path).")
+
 
 @dataclass
-class FinetuneDataArguments:
+class DataArguments:
     """The task, its data and how it is cut into model inputs."""
 
     task: str = field(default="sequence-classification", metadata={"help": f"one of {', '.join(TASKS)}"})
@@ -118,7 +107,8 @@ class FinetuneDataArguments:
         "help": "tagging: label every sub-token of a word (default: the first one only)"})
     max_train_samples: int | None = field(default=None, metadata={"help": "use the first N training examples"})
     max_eval_samples: int | None = field(default=None, metadata={"help": "use the first N held-out examples"})
-    preprocessing_num_workers: int | None = field(default=None)
+    max_predict_samples: int | None = field(default=None, metadata={"help": "predict the first N test examples"})
+    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "processes that tokenise"})
 
     def __post_init__(self):
         if self.task not in TASKS:
@@ -128,148 +118,84 @@ class FinetuneDataArguments:
         for name in ("max_seq_length", "doc_stride", "max_answer_length"):
             if getattr(self, name) < 1:
                 raise ValueError(f"Invalid `{name}`={getattr(self, name)}: expected a positive number of tokens.")
+        for name in ("max_train_samples", "max_eval_samples", "max_predict_samples"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"Invalid `{name}`={getattr(self, name)}: expected an integer >= 1.")
         if self.task == "question-answering" and self.doc_stride >= self.max_seq_length:
             raise ValueError(f"Invalid `doc_stride`={self.doc_stride}: it must be smaller than "
                              f"`max_seq_length`={self.max_seq_length} (windows overlap by that many tokens).")
 
 
-# ----------------------------------------------------------------------------------------------- data
-
-HUB_COLUMNS = {  # how the usual Hub datasets name their columns
-    "sequence-classification": {"sentence": "text", "sentence1": "text", "sentence2": "text_pair"},
-    "token-classification": {"ner_tags": "tags"},
-}
+# the names of the Trainer-based version of this script
+FinetuneModelArguments, FinetuneDataArguments = ModelArguments, DataArguments
 
 
-def load_raw_splits(data: FinetuneDataArguments) -> dict[str, Dataset]:
-    """``{"train", "validation", "test"}`` (those given) from local files, or from a Hub dataset."""
-    readers = {
-        "sequence-classification": lambda p: read_classification_file(
-            p, data.text_column, data.text_pair_column, data.label_column),
-        "token-classification": read_conll,
-        "question-answering": read_squad_json,
-    }
-    if data.train_file is not None:
-        files = {"train": data.train_file, "validation": data.validation_file, "test": data.test_file}
-        return {split: readers[data.task](path) for split, path in files.items() if path is not None}
-    from datasets import load_dataset
+# ------------------------------------------------------------------------------------------ arguments
 
-    raw = load_dataset(data.dataset_name, data.dataset_config_name)
-    splits = {}
-    for split in ("train", "validation", "test"):
-        if split not in raw:
-            continue
-        ds = raw[split]
-        if data.task == "token-classification" and "ner_tags" in ds.column_names:  # ClassLabel ids -> tag names
-            names = ds.features["ner_tags"].feature.names
-            ds = ds.map(lambda b, names=names: {"ner_tags": [[names[t] for t in tags] for tags in b["ner_tags"]]},
-                        batched=True)
-        renames = {k: v for k, v in HUB_COLUMNS.get(data.task, {}).items() if k in ds.column_names}
-        if data.task == "sequence-classification" and data.text_column:
-            renames = {data.text_column: "text", **({data.text_pair_column: "text_pair"} if data.text_pair_column
-                                                    else {})}
-        ds = ds.rename_columns(renames)
-        if data.task == "sequence-classification" and data.label_column in ds.column_names:
-            ds = ds.rename_column(data.label_column, "label") if data.label_column != "label" else ds
-            ds = ds.filter(lambda row: row["label"] != -1)  # GLUE test splits are labelled -1
-            if hasattr(ds.features["label"], "names"):  # ClassLabel ids -> their names, for id2label
-                names = ds.features["label"].names
-                ds = ds.map(lambda b, names=names: {"label": [names[i] for i in b["label"]]}, batched=True)
-        splits[split] = ds
-    return splits
+def finetune_recipe(model_args: ModelArguments, task: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(recipe, task defaults)``: a loaded model (``--model_name_or_path``) fine-tunes with transformers'
+    defaults and no recipe; a new one (``--preset``/``--config_name``) with its family's recipe for the task's
+    head (BERT's fine-tuning recipe, the recurrent classifier's) or else the preset's."""
+    from ...registry import family_named, family_of
+
+    if model_args.model_name_or_path:
+        return {}, FINETUNE_DEFAULTS
+    preset = model_args.preset
+    if model_args.config_name:
+        from transformers import AutoConfig
+
+        try:
+            family = family_of(AutoConfig.from_pretrained(model_args.config_name,
+                                                          trust_remote_code=model_args.trust_remote_code))
+        except ValueError:  # a config of another library: transformers' defaults
+            return {}, FINETUNE_DEFAULTS
+        preset = None
+    else:
+        family = family_named(model_args.model_family)
+    if TASKS[task] not in family.heads:
+        raise ValueError(f"model_family {family.name} has no head for the task {task}: its heads are "
+                         f"{', '.join(auto.__name__ for auto in family.heads)}.")
+    return family.training_recipe(preset, TASKS[task]), BATCH_DEFAULTS
 
 
-def _first(ds: Dataset, n: int | None) -> Dataset:
-    return ds if n is None else ds.select(range(min(n, len(ds))))
+def parse_arguments(argv: list[str] | None = None) -> tuple[ModelArguments, DataArguments, EngineArguments]:
+    """``(model_args, data_args, training_args)`` of ``argv``, the training arguments completed by the recipe."""
+    model_args, data_args, training_args = parse_command_line(
+        (ModelArguments, DataArguments, EngineArguments), argv,
+        "Fine-tune a model of the package on sequence classification, token classification or extractive QA.")
+    recipe, defaults = finetune_recipe(model_args, data_args.task)
+    return model_args, data_args, training_args.with_recipe(recipe, defaults)
 
 
-def _logits(predictions) -> np.ndarray:
-    """The logits of ``Trainer.predict``'s predictions (a tuple when the model returns more outputs)."""
-    return predictions[0] if isinstance(predictions, tuple) else predictions
-
-
-def _model_inputs(features: Dataset) -> Dataset:
-    """The features without the bookkeeping columns of QA windows (``example_id``, ``offset_mapping``)."""
-    return features.remove_columns([c for c in ("example_id", "offset_mapping") if c in features.column_names])
-
-
-# ------------------------------------------------------------------------------------------- metrics
-
-def classification_metrics(labels: LabelSpace):
-    """``compute_metrics`` for sequence classification: argmax (or the score, for regression) against the labels."""
-    metric = evaluate.load(metric_path("hfsm_classification"), "regression" if labels.is_regression else None)
-
-    def compute(prediction: EvalPrediction) -> dict[str, float]:
-        logits = _logits(prediction.predictions)
-        if labels.is_regression:
-            predicted = np.squeeze(logits, axis=-1)
-        else:
-            predicted = np.argmax(logits, axis=-1)
-        kwargs = {} if labels.is_regression or labels.num_labels == 2 else {"average": "macro"}
-        return metric.compute(predictions=predicted, references=prediction.label_ids, **kwargs)
-
-    return compute
-
-
-def tagging_metrics(id2label: dict[int, str]):
-    """``compute_metrics`` for token classification: entity-level precision, recall and F1 (+ token accuracy)."""
-    metric = evaluate.load(metric_path("hfsm_seqeval"))
-
-    def compute(prediction: EvalPrediction) -> dict[str, float]:
-        logits = _logits(prediction.predictions)
-        predicted, references = predictions_to_tags(np.argmax(logits, axis=-1), prediction.label_ids, id2label)
-        scores = metric.compute(predictions=predicted, references=references)
-        return {k: v for k, v in scores.items() if k.startswith("overall_")}
-
-    return compute
-
-
-class QuestionAnsweringTrainer(Trainer):
-    """A ``Trainer`` whose evaluation turns window-level start/end logits into answer texts and scores
-    them against the gold answers (exact match and F1), besides the loss.
-
-    ``eval_examples`` are the raw questions (``id``, ``context``, ``answers``); the ``eval_dataset`` given
-    to the Trainer holds their tokenized windows, with ``example_id`` and ``offset_mapping``.
-    """
-
-    def __init__(self, *args, eval_examples: Dataset | None = None, max_answer_length: int = 30, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.eval_examples = eval_examples
-        self.max_answer_length = max_answer_length
-        self.squad_metric = evaluate.load(metric_path("hfsm_squad"))
-
-    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"):
-        features = eval_dataset if eval_dataset is not None else self.eval_dataset
-        output = self.predict(_model_inputs(features), ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix)
-        metrics = dict(output.metrics)
-        if self.eval_examples is not None:
-            start_logits, end_logits = output.predictions[:2]
-            answers = postprocess_predictions(self.eval_examples, features, start_logits, end_logits,
-                                              max_answer_length=self.max_answer_length)
-            scores = self.squad_metric.compute(
-                predictions=[{"id": k, "prediction_text": v} for k, v in answers.items()],
-                references=[{"id": ex["id"], "answers": ex["answers"]} for ex in self.eval_examples],
-            )
-            metrics.update({f"{metric_key_prefix}_{k}": v for k, v in scores.items()})
-        self.log(metrics)
-        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
-        return metrics
+def choose_actions(args: EngineArguments, splits: dict[str, Any]) -> EngineArguments:
+    """The run's actions: without any of ``--do_train/--do_eval/--do_predict``, train, evaluate when there is
+    held-out data and predict when there is a test split. Evaluation needs held-out data, prediction a test split."""
+    if not (args.do_train or args.do_eval or args.do_predict):
+        args = dataclasses.replace(args, do_train=True, do_eval="validation" in splits, do_predict="test" in splits)
+    if args.do_eval and "validation" not in splits:
+        raise ValueError("--do_eval needs held-out data: give --validation_file (or a dataset with a validation split).")
+    if args.do_predict and "test" not in splits:
+        raise ValueError("--do_predict needs --test_file (or a dataset with a test split).")
+    if "validation" not in splits and args.eval_strategy != "no":
+        logger.info("No held-out data: no evaluation during training (--eval_strategy no).")
+        args = dataclasses.replace(args, eval_strategy="no")
+    return args
 
 
 # --------------------------------------------------------------------------------------------- model
 
-def load_tokenizer(model_args: FinetuneModelArguments):
-    source = model_args.tokenizer_name_or_path or model_args.model_name_or_path
+def load_tokenizer(model_args: ModelArguments):
+    """The tokenizer of ``--tokenizer_name``, else of ``--model_name_or_path``."""
+    source = model_args.tokenizer_name or model_args.model_name_or_path
     if source is None:
-        raise ValueError("A model built from --preset needs --tokenizer_name_or_path (e.g. the tokenizer of the "
-                         "pretraining run it is compared with).")
+        raise ValueError("A model built from --preset needs --tokenizer_name (e.g. the tokenizer of the "
+                         "pretraining run it is compared with); fine-tuning trains no tokenizer.")
     return AutoTokenizer.from_pretrained(source, trust_remote_code=model_args.trust_remote_code)
 
 
-def build_model(model_args: FinetuneModelArguments, task: str, tokenizer, head_config: dict[str, Any]):
-    """The task's head on a saved model (``--model_name_or_path``), or a fresh model from ``--preset``
-    (:func:`.cli_common.build_model`). ``head_config`` holds ``num_labels``/``id2label``/``label2id``
-    (and ``problem_type``)."""
+def build_model(model_args: ModelArguments, task: str, tokenizer, head_config: dict[str, Any]):
+    """The task's head on a saved model (``--model_name_or_path``), or a fresh model from ``--preset``.
+    ``head_config`` holds ``num_labels``/``id2label``/``label2id`` (and ``problem_type``)."""
     try:
         return build_family_model(model_args, tokenizer, MODEL_FAMILIES, TASKS[task], **head_config)
     except ValueError as error:
@@ -278,179 +204,99 @@ def build_model(model_args: FinetuneModelArguments, task: str, tokenizer, head_c
         raise ValueError(f"model_family {model_args.model_family} has no head for the task {task}: {error}") from None
 
 
-# ------------------------------------------------------------------------------------------ the run
-
-def prepare(data: FinetuneDataArguments, splits: dict[str, Dataset], tokenizer):
-    """Tokenize every split for the task; returns ``(features, head_config, compute_metrics, collator)``."""
-    num_proc = data.preprocessing_num_workers
-    features: dict[str, Dataset] = {}
-    if data.task == "sequence-classification":
-        labels = label_space(splits["train"]["label"], data.regression)
-        head = {"num_labels": labels.num_labels}
-        if labels.is_regression:
-            head["problem_type"] = "regression"
-        else:
-            head.update(id2label=dict(enumerate(labels.labels)), label2id=labels.label2id,
-                        problem_type="single_label_classification")
-        for split, ds in splits.items():
-            features[split] = encode_classification(ds, tokenizer, data.max_seq_length, labels, num_proc=num_proc)
-        return features, head, classification_metrics(labels), DataCollatorWithPadding(tokenizer)
-    if data.task == "token-classification":
-        tags = label_list(*splits.values())  # a tag seen only in validation still gets an id
-        label2id = {tag: i for i, tag in enumerate(tags)}
-        head = {"num_labels": len(tags), "id2label": dict(enumerate(tags)), "label2id": label2id}
-        for split, ds in splits.items():
-            features[split] = tokenize_and_align_labels(ds, tokenizer, label2id, data.max_seq_length,
-                                                        label_all_subwords=data.label_all_subwords)
-        return features, head, tagging_metrics(dict(enumerate(tags))), DataCollatorForTokenClassification(tokenizer)
-    # question answering: training windows carry start/end positions, held-out windows their offsets
-    def windows(ds: Dataset, prepare_fn) -> Dataset:
-        return ds.map(lambda b: prepare_fn(b, tokenizer, data.max_seq_length, data.doc_stride), batched=True,
-                      remove_columns=ds.column_names, num_proc=num_proc, desc="Cutting contexts into windows")
-
-    features["train"] = windows(splits["train"], prepare_train_features)
-    for split in ("validation", "test"):
-        if split in splits:
-            features[split] = windows(splits[split], prepare_eval_features)
-    return features, {}, None, DataCollatorWithPadding(tokenizer)
-
-
-def _history(log_history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Trainer's ``log_history`` in the format of :mod:`..core.plotting` (``train_loss`` / ``eval_loss`` per step)."""
-    records = []
-    for entry in log_history:
-        record = {"step": entry.get("step"), "epoch": entry.get("epoch")}
-        if "loss" in entry:
-            records.append({**record, "train_loss": entry["loss"], "learning_rate": entry.get("learning_rate")})
-        elif "eval_loss" in entry:
-            records.append({**record, **{k: v for k, v in entry.items() if k.startswith("eval_")}})
-    return records
-
-
-def run(model_args: FinetuneModelArguments, data: FinetuneDataArguments,
-        training_args: TrainingArguments) -> dict[str, Any]:
-    """Fine-tune, evaluate on the validation split, predict the test split; returns the final metrics."""
-    set_seed(training_args.seed)
-    splits = load_raw_splits(data)
-    if "train" not in splits:
-        raise ValueError("The data has no training split.")
-    splits["train"] = _first(splits["train"], data.max_train_samples)
-    if "validation" in splits:
-        splits["validation"] = _first(splits["validation"], data.max_eval_samples)
-    tokenizer = load_tokenizer(model_args)
-    features, head, compute_metrics, collator = prepare(data, splits, tokenizer)
-    model = build_model(model_args, data.task, tokenizer, head)
+def fit_model_to_data(model, model_args: ModelArguments, data: DataArguments, task: FinetuneTask,
+                      splits: dict, features: dict, tokenizer, seed: int) -> dict:
+    """Checks and additions that depend on both model and data: character features for a tagger with a
+    character encoder (the collator pads them), the word vectors of ``--pretrained_embeddings``, and a window
+    no narrower than a TextCNN's widest filter. Returns the features (with ``char_input_ids`` where added)."""
     if data.task == "token-classification" and getattr(model.config, "char_encoder", None):
         # characters from the words, so that words outside the vocabulary keep theirs (char_features.py)
         features = {split: add_char_input_ids(f, splits[split], tokenizer, model.config, data.max_seq_length)
                     for split, f in features.items()}
-        collator = DataCollatorForCharTagging(tokenizer)
+        task.collator = DataCollatorForCharTagging(tokenizer)
     check_embedding_source(model, model_args.pretrained_embeddings)
     widest_filter = max(getattr(model.config, "filter_sizes", None) or [0])
     if widest_filter > data.max_seq_length:
         raise ValueError(f"Invalid `max_seq_length`={data.max_seq_length}: the model's widest filter spans "
                          f"{widest_filter} tokens (filter_sizes={model.config.filter_sizes}); give at least that many.")
     if model_args.pretrained_embeddings:
-        initialise_embeddings(model, model_args.pretrained_embeddings, tokenizer, seed=training_args.seed)
-    logger.info("Fine-tuning %s (%s parameters) on %d training examples (%d features)", type(model).__name__,
-                f"{model.num_parameters():,}", len(splits["train"]), len(features["train"]))
-    trainer_class = Trainer
-    trainer_kwargs: dict[str, Any] = {}
-    if data.task == "question-answering":
-        trainer_class = QuestionAnsweringTrainer
-        trainer_kwargs = {"eval_examples": splits.get("validation"), "max_answer_length": data.max_answer_length}
-    trainer = trainer_class(
-        model=model, args=training_args, train_dataset=features["train"], eval_dataset=features.get("validation"),
-        processing_class=tokenizer, data_collator=collator, compute_metrics=compute_metrics, **trainer_kwargs,
-    )
-    train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-    metrics = {"train_loss": train_result.training_loss, "train_runtime_seconds": train_result.metrics["train_runtime"],
-               "train_examples": len(splits["train"])}
-    if "validation" in features:
-        metrics.update(trainer.evaluate())
-    output_dir = Path(training_args.output_dir)
-    if "test" in features:
-        metrics.update(write_test_predictions(trainer, data, features["test"], splits["test"], head, output_dir))
-    if trainer.is_world_process_zero():
-        trainer.save_model()
-        # Trainer pickles its arguments next to the weights; keep a readable JSON copy instead
-        (output_dir / "training_args.bin").unlink(missing_ok=True)
-        (output_dir / "training_args.json").write_text(training_args.to_json_string(), encoding="utf-8")
-        (output_dir / "all_results.json").write_text(json.dumps(metrics, indent=2), encoding="utf-8")
-        history = _history(trainer.state.log_history)
-        write_history(history, output_dir)
-        plot_loss_curves(history, output_dir, title=f"Fine-tuning: {data.task}", ylabel="cross-entropy (nats)")
-        train_source = Path(data.train_file).name if data.train_file else data.dataset_name
-        held_out = f", evaluated on `{Path(data.validation_file).name}`" if data.validation_file else ""
-        start = model_args.model_name_or_path or f"random initialisation (preset {model_args.preset})"
-        if model_args.pretrained_embeddings:
-            start += f" with input embeddings from `{Path(model_args.pretrained_embeddings).name}`"
-        shown = {k: v for k, v in metrics.items() if not k.endswith(("_runtime", "_per_second", "epoch"))}
-        write_model_card(
-            output_dir, trainer.model, tokenizer, shown,
-            training_data=f"Fine-tuned for {data.task} on `{train_source}` ({len(splits['train']):,} training "
-                          f"examples){held_out}, starting from {start}.",
-            training_args={k: getattr(getattr(training_args, k), "value", getattr(training_args, k)) for k in (
-                "learning_rate", "num_train_epochs", "per_device_train_batch_size", "weight_decay",
-                "warmup_steps", "lr_scheduler_type", "seed")},  # enums (the scheduler type) by their value
-            eval_dataset=dataset_label(data),
-        )
+        initialise_embeddings(model, model_args.pretrained_embeddings, tokenizer, seed=seed)
+    return features
+
+
+# ------------------------------------------------------------------------------------------ the run
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Parse ``argv`` (or one ``.json``/``.yaml`` file of arguments), then train, evaluate and predict as asked;
+    returns the results."""
+    model_args, data, training_args = parse_arguments(argv)
+    configure_logging()
+    splits = load_raw_splits(data)
+    if "train" not in splits:
+        raise ValueError("The data has no training split (its labels define the head).")
+    training_args = choose_actions(training_args, splits)
+    accelerator = start_run(training_args)
+    tokenizer = load_tokenizer(model_args)
+    features, task = prepare_task(data, splits, tokenizer)
+    set_seed(training_args.seed)
+    model = build_model(model_args, data.task, tokenizer, task.head)
+    features = fit_model_to_data(model, model_args, data, task, splits, features, tokenizer, training_args.seed)
+    logger.info(f"Fine-tuning {type(model).__name__} ({model.num_parameters():,} parameters) on "
+                f"{len(splits['train']):,} training examples ({len(features['train']):,} features).")
+    validation = Split("validation", splits["validation"], features["validation"]) if "validation" in splits else None
+    loop = FinetuneTrainingLoop(model, tokenizer, task, features["train"], validation, training_args, accelerator)
+    results: dict[str, Any] = {}
+    if training_args.do_train:
+        results = loop.train(describe_data(model_args, data, len(splits["train"])), dataset_label(data))
+    elif training_args.do_eval:
+        results = loop.evaluate_only()
+    if training_args.do_predict:
+        results.update(predict(loop, Split("test", splits["test"], features["test"])))
+    if training_args.do_train:
+        write_card(loop, model_args, data, results, len(splits["train"]))
+    finish_processes(accelerator)
+    return results
+
+
+def predict(loop: FinetuneTrainingLoop, split: Split) -> dict[str, Any]:
+    """Predict ``split``: ``test_predictions.jsonl`` (one record per example) and ``predict_results.json``
+    (``predict_loss`` and the task's metric when the split is labelled, ``predict_samples``)."""
+    metrics, records = loop.predict(split)
+    if loop.accelerator.is_main_process:
+        output_dir = Path(loop.args.output_dir)
+        output_dir.mkdir(parents=True, exist_ok=True)
+        path = output_dir / PREDICTIONS_FILE
+        path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+        save_metrics(output_dir, "predict", metrics)
+        logger.info(f"Wrote {len(records)} predictions to {path}; {metrics}")
     return metrics
 
 
-def write_test_predictions(trainer: Trainer, data: FinetuneDataArguments, features: Dataset, examples: Dataset,
-                           head: dict[str, Any], output_dir: Path) -> dict[str, float]:
-    """Predict the test split and write ``test_predictions.jsonl`` (one record per example); returns the
-    test metrics when the split is labelled."""
-    output = trainer.predict(_model_inputs(features), metric_key_prefix="test")
-    logits = output.predictions
-    id2label = head.get("id2label")
-    if data.task == "question-answering":
-        answers = postprocess_predictions(examples, features, logits[0], logits[1],
-                                          max_answer_length=data.max_answer_length)
-        records = [{"id": k, "prediction_text": v} for k, v in answers.items()]
-    else:
-        logits = _logits(logits)
-        if data.task == "token-classification":  # CoNLL test files carry tags: they also mark the words
-            predicted, _ = predictions_to_tags(np.argmax(logits, axis=-1), output.label_ids, id2label)
-            records = [{"tokens": ex["tokens"], "predicted_tags": tags}
-                       for ex, tags in zip(examples, predicted, strict=True)]
-        elif id2label is None:
-            records = [{"score": float(s)} for s in np.squeeze(logits, axis=-1)]
-        else:
-            records = [{"label": id2label[int(i)]} for i in np.argmax(logits, axis=-1)]
-    if trainer.is_world_process_zero():
-        path = output_dir / "test_predictions.jsonl"
-        path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-        logger.info("Wrote %d test predictions to %s", len(records), path)
-    return {k: v for k, v in output.metrics.items() if not k.endswith(("_runtime", "_per_second"))}
+def describe_data(model_args: ModelArguments, data: DataArguments, num_examples: int) -> str:
+    """One sentence for the model card: the task, the data and where the weights started."""
+    train_source = Path(data.train_file).name if data.train_file else data.dataset_name
+    held_out = f", evaluated on `{Path(data.validation_file).name}`" if data.validation_file else ""
+    start = model_args.model_name_or_path or f"random initialisation (preset {model_args.preset})"
+    if model_args.pretrained_embeddings:
+        start += f" with input embeddings from `{Path(model_args.pretrained_embeddings).name}`"
+    return (f"Fine-tuned for {data.task} on `{train_source}` ({num_examples:,} training examples){held_out}, "
+            f"starting from {start}.")
 
 
-def build_parser() -> HfArgumentParser:
-    return HfArgumentParser((FinetuneModelArguments, FinetuneDataArguments, TrainingArguments))
+def write_card(loop: FinetuneTrainingLoop, model_args: ModelArguments, data: DataArguments,
+               results: dict[str, Any], num_examples: int) -> None:
+    """The model card with every metric of the run (the task's, not only the losses); every process must call
+    this (a sharded model is gathered)."""
+    model = loop.gathered_model()
+    if not loop.accelerator.is_main_process:
+        return
+    output_dir = Path(loop.args.output_dir)
+    shown = {k: v for k, v in results.items() if not k.endswith(("_runtime_seconds", "_per_second", "num_processes"))}
+    images = {"Self-attention of the last layer on a held-out example (rows: queries, columns: keys)":
+              SELF_ATTENTION_PLOT} if (output_dir / SELF_ATTENTION_PLOT).is_file() else None
+    hyper = {**engine_card_arguments(loop.args, loop.accelerator.num_processes), **loop.card_arguments()}
+    write_model_card(output_dir, model, loop.tokenizer, shown, training_data=describe_data(model_args, data, num_examples),
+                     training_args=hyper, eval_dataset=dataset_label(data), images=images)
 
-
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Parse ``argv`` (or a single ``.json`` file of arguments, as in transformers' examples) and run."""
-    parser = build_parser()
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) == 1 and argv[0].endswith(".json"):
-        model_args, data, training_args = parser.parse_json_file(json_file=argv[0])
-    else:
-        model_args, data, training_args = parser.parse_args_into_dataclasses(args=argv)
-    configure_logging()
-    return run(model_args, data, training_args)
-
-
-__all__ = [
-    "FinetuneDataArguments",
-    "FinetuneModelArguments",
-    "MODEL_FAMILIES",
-    "QuestionAnsweringTrainer",
-    "TASKS",
-    "build_model",
-    "build_parser",
-    "load_raw_splits",
-    "main",
-    "run",
-]
+__all__ = ["DataArguments", "FinetuneDataArguments", "FinetuneModelArguments", "MODEL_FAMILIES", "ModelArguments",
+           "build_model", "choose_actions", "finetune_recipe", "load_tokenizer", "main", "parse_arguments", "predict"]

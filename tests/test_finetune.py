@@ -14,6 +14,7 @@ from transformers import AutoModelForSequenceClassification, AutoModelForTokenCl
 import hf_seqmodels  # noqa: F401  (registers the model types)
 from hf_seqmodels import BertConfig, BertForPreTraining
 from hf_seqmodels.tokenization import train_tokenizer
+from hf_seqmodels.training.core.cli import run_command
 from hf_seqmodels.training.finetune.classification_data import (
     encode_classification,
     label_space,
@@ -26,6 +27,7 @@ from hf_seqmodels.training.finetune.cli import (
     build_model,
     load_tokenizer,
     main,
+    parse_arguments,
 )
 
 DATA = Path(__file__).parent / "data" / "finetune"
@@ -190,5 +192,108 @@ def test_question_answering_reports_exact_match_and_f1(bert_folder, tmp_path):
                     "--max_seq_length", "64", "--doc_stride", "16", "--num_train_epochs", "2", *common_args(out)])
     assert 0.0 <= metrics["eval_exact_match"] <= 100.0 and 0.0 <= metrics["eval_f1"] <= 100.0, metrics
     assert metrics["eval_f1"] >= metrics["eval_exact_match"]
+    assert metrics["eval_loss"] > 0  # held-out windows carry their answer's positions too
     assert (out / "model.safetensors").is_file()
     assert "question-answering" in (out / "README.md").read_text()
+
+
+# --------------------------------------------------------------------------------- the training loop
+
+def test_a_loaded_model_takes_transformers_defaults_and_a_preset_its_recipe(bert_folder):
+    base = ["--task", "sequence-classification", "--train_file", str(DATA / "sst2_tiny.tsv"), "--output_dir", "x"]
+    _, _, args = parse_arguments([*base, "--model_name_or_path", str(bert_folder)])
+    assert (args.optim, args.learning_rate, args.lr_scheduler_type, args.num_train_epochs,
+            args.per_device_train_batch_size, args.max_grad_norm, args.warmup_steps) == (
+        "adamw_torch", 5e-5, "linear", 3.0, 8, 1.0, 0)
+    # BERT from scratch: the family's fine-tuning recipe for the head (not the pretraining one: 10^6 steps)
+    _, _, args = parse_arguments([*base, "--preset", "bert-mini", "--tokenizer_name", str(bert_folder)])
+    assert (args.learning_rate, args.per_device_train_batch_size, args.warmup_steps, args.max_steps) == (
+        2e-5, 32, 0.1, -1)
+    _, _, args = parse_arguments([*base, "--model_family", "textcnn", "--preset", "kim2014", "--tokenizer_name",
+                                  str(bert_folder), "--learning_rate", "0.5"])
+    assert (args.learning_rate, args.per_device_train_batch_size, args.num_train_epochs) == (0.5, 50, 25)
+
+
+def test_user_mistakes_are_one_line_errors(bert_folder, tmp_path, capsys):
+    base = ["--task", "sequence-classification", "--train_file", str(DATA / "sst2_tiny.tsv"),
+            "--output_dir", str(tmp_path / "out"), "--use_cpu"]
+    cases = {
+        "--tokenizer_name_or_path": [*base, "--preset", "tiny", "--tokenizer_name_or_path", str(bert_folder)],
+        "--do_predict needs --test_file": [*base, "--model_name_or_path", str(bert_folder), "--do_predict"],
+        "--do_eval needs held-out data": [*base, "--model_name_or_path", str(bert_folder), "--do_eval"],
+        "`--vocab_size`=100": [*base, "--preset", "tiny", "--tokenizer_name", str(bert_folder), "--vocab_size", "100"],
+        "needs --tokenizer_name": [*base, "--preset", "tiny"],
+    }
+    for expected, argv in cases.items():
+        assert run_command(main, argv) == 2, expected
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert lines[-1].startswith("error: ") and expected in lines[-1], (expected, lines[-3:])
+
+
+def test_a_used_output_folder_is_refused_and_predictions_write_predict_results(bert_folder, tmp_path, capsys):
+    out = tmp_path / "sst2"
+    argv = ["--task", "sequence-classification", "--model_name_or_path", str(bert_folder),
+            "--train_file", str(DATA / "sst2_tiny.tsv"), "--test_file", str(DATA / "sst2_tiny.tsv"),
+            "--max_seq_length", "24", "--max_steps", "2", "--save_steps", "1", "--max_predict_samples", "5",
+            "--do_train", "--do_predict", "--learning_rate", "5e-3", "--output_dir", str(out), "--use_cpu",
+            "--no_plot", "--disable_tqdm"]
+    results = main(argv)
+    assert {path.name for path in out.glob("checkpoint-*")} == {"checkpoint-1", "checkpoint-2"}
+    predicted = json.loads((out / "predict_results.json").read_text())
+    assert set(predicted) == {"predict_loss", "predict_accuracy", "predict_f1", "predict_matthews_correlation",
+                              "predict_samples"} and predicted["predict_samples"] == 5
+    assert len((out / "test_predictions.jsonl").read_text().splitlines()) == 5
+    everything = json.loads((out / "all_results.json").read_text())
+    assert everything["predict_samples"] == 5 and "train_loss" in everything and results["steps"] == 2
+    assert not (out / "eval_results.json").exists()  # nothing held out: no evaluation
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["global_step"] == 2 and state["log_history"][-1]["step"] == 2
+
+    assert run_command(main, argv) == 2  # another run would mix with this one's checkpoints
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "holds the checkpoints of another run" in error and "--resume_from_checkpoint latest" in error
+    main([*argv, "--overwrite_output_dir"])
+    assert {path.name for path in out.glob("checkpoint-*")} == {"checkpoint-1", "checkpoint-2"}
+
+
+def test_processes_share_a_global_batch_and_weight_their_loss_by_its_labelled_tokens(bert_folder):
+    """Two processes, each with half of a global batch of tagged sentences (padding, ignored sub-tokens and
+    special tokens differ per half), make the gradient of one process reading the whole batch."""
+    from transformers import AutoTokenizer, DataCollatorForTokenClassification
+
+    from hf_seqmodels import BertForTokenClassification
+    from hf_seqmodels.training.finetune.tasks import target_counts
+    from hf_seqmodels.training.finetune.token_classification_data import (
+        label_list,
+        read_conll,
+        tokenize_and_align_labels,
+    )
+    from hf_seqmodels.training.finetune.trainer import FeatureBatches, model_rows
+
+    tokenizer = AutoTokenizer.from_pretrained(bert_folder)
+    sentences = read_conll(DATA / "conll_tiny.txt")
+    tags = label_list(sentences)
+    features = tokenize_and_align_labels(sentences, tokenizer, {t: i for i, t in enumerate(tags)}, max_length=48)
+    rows, targets = model_rows(features), target_counts("token-classification", features, per_sentence=False)
+    assert len(set(targets.tolist())) > 1  # sentences with different numbers of labelled tokens
+    torch.manual_seed(0)
+    model = BertForTokenClassification(BertConfig.from_preset("tiny", vocab_size=len(tokenizer),
+                                                              num_labels=len(tags))).eval()
+    collator = DataCollatorForTokenClassification(tokenizer)
+
+    def gradient(process_index: int, num_processes: int) -> torch.Tensor:
+        batches = FeatureBatches(rows, targets, collator, batch_size=6, seed=1, process_index=process_index,
+                                 num_processes=num_processes)
+        batch = batches.batch(1, epoch=2)
+        total, local = batch.pop("num_targets"), batch.pop("local_targets")
+        model.zero_grad()
+        (model(**batch).loss * (local * num_processes / total)).backward()
+        return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+    whole = gradient(0, 1)
+    shared = (gradient(0, 2) + gradient(1, 2)) / 2  # DDP averages the processes' gradients
+    torch.testing.assert_close(shared, whole, rtol=1e-4, atol=1e-6)
+    one = FeatureBatches(rows, targets, collator, batch_size=6, seed=1)
+    assert torch.equal(one.batch(0, 5)["input_ids"], one.batch(0, 5)["input_ids"])  # an epoch's order is fixed
+    assert len(FeatureBatches(rows[:10], targets, collator, batch_size=4, seed=1, num_processes=2)) == 3
+    assert len(FeatureBatches(rows[:9], targets, collator, batch_size=4, seed=1, num_processes=2)) == 2  # 1 row < 2

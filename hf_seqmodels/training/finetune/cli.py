@@ -176,8 +176,7 @@ def choose_actions(args: EngineArguments, splits: dict[str, Any]) -> EngineArgum
         raise ValueError("--do_eval needs held-out data: give --validation_file (or a dataset with a validation split).")
     if args.do_predict and "test" not in splits:
         raise ValueError("--do_predict needs --test_file (or a dataset with a test split).")
-    if "validation" not in splits and args.eval_strategy != "no":
-        logger.info("No held-out data: no evaluation during training (--eval_strategy no).")
+    if "validation" not in splits and args.eval_strategy != "no":  # the default "epoch" with nothing to evaluate
         args = dataclasses.replace(args, eval_strategy="no")
     return args
 
@@ -236,6 +235,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise ValueError("The data has no training split (its labels define the head).")
     training_args = choose_actions(training_args, splits)
     accelerator = start_run(training_args)
+    if "validation" not in splits:
+        logger.info("No held-out data: no evaluation (--eval_strategy no).")
     tokenizer = load_tokenizer(model_args)
     features, task = prepare_task(data, splits, tokenizer)
     set_seed(training_args.seed)

@@ -1,0 +1,117 @@
+"""training/finetune.py survives crashes as the other training scripts do: SIGTERM checkpoints and exits with
+143, and a run killed (SIGKILL) at a random point, resumed with ``--resume_from_checkpoint latest``, ends with
+exactly the weights of an uninterrupted run (data order, dropout RNG, optimizer and schedule restored)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import safetensors.torch
+import torch
+
+from hf_seqmodels.tokenization import CleaningConfig, train_tokenizer
+from hf_seqmodels.training.finetune.classification_data import read_classification_file
+from hf_seqmodels.training.finetune.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+SST2_TINY = REPO / "tests" / "data" / "finetune" / "sst2_tiny.tsv"
+EPOCHS, STEPS_PER_EPOCH, SAVE_STEPS = 4, 10, 3  # 40 sentences in batches of 4
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="module")
+def tokenizer_folder(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("tok")
+    text = folder / "sentences.txt"
+    text.write_text("\n".join(read_classification_file(SST2_TINY)["text"]) + "\n", encoding="utf-8")
+    train_tokenizer([text], kind="word", vocab_size=500, min_frequency=1,
+                    cleaning=CleaningConfig(lowercase=True)).save_pretrained(folder)
+    return folder
+
+
+def finetune_args(tokenizer_folder: Path, output_dir: Path) -> list[str]:
+    """A TextCNN (dropout 0.5) from a preset on 40 sentences: 40 updates, a checkpoint every 3."""
+    return ["--task", "sequence-classification", "--model_family", "textcnn", "--preset", "tiny",
+            "--tokenizer_name", str(tokenizer_folder), "--train_file", str(SST2_TINY), "--max_seq_length", "32",
+            "--num_train_epochs", str(EPOCHS), "--per_device_train_batch_size", "4", "--learning_rate", "1e-2",
+            "--save_steps", str(SAVE_STEPS), "--logging_steps", "1", "--seed", "3", "--use_cpu", "--no_plot",
+            "--disable_tqdm", "--output_dir", str(output_dir)]
+
+
+def start(tokenizer_folder: Path, output_dir: Path) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen([sys.executable, str(REPO / "training" / "finetune.py"),
+                             *finetune_args(tokenizer_folder, output_dir)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def stop_at_step(process: subprocess.Popen, step: int, signum: int, delay: float = 0.0) -> str:
+    """Send ``signum`` once the process has logged update ``step`` (after ``delay`` seconds); returns its log."""
+    log = []
+    try:
+        for line in process.stderr:
+            log.append(line)
+            if f"step {step}: train_loss" in line:
+                time.sleep(delay)
+                process.send_signal(signum)
+                break
+        log.append(process.communicate(timeout=120)[1])
+    finally:
+        if process.poll() is None:
+            process.kill()
+    return "".join(log)
+
+
+def checkpoint_steps(folder: Path) -> list[int]:
+    return sorted(int(path.name.split("-")[1]) for path in folder.glob("checkpoint-*"))
+
+
+def weights(folder: Path) -> dict[str, torch.Tensor]:
+    return safetensors.torch.load_file(str(folder / "model.safetensors"))
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_143(tokenizer_folder, tmp_path):
+    out = tmp_path / "cut"
+    process = start(tokenizer_folder, out)
+    log = stop_at_step(process, 2, signal.SIGTERM)
+    assert process.returncode == 128 + signal.SIGTERM, log[-3000:]
+    assert "Stopped by SIGTERM after step" in log and "--resume_from_checkpoint latest" in log
+    steps = checkpoint_steps(out)
+    assert steps and 2 <= steps[-1] < EPOCHS * STEPS_PER_EPOCH, (steps, log[-3000:])
+    assert not (out / "model.safetensors").exists()  # an interrupted run writes no final model
+    assert not list(out.glob("tmp-checkpoint-*"))
+
+
+def test_sigkill_at_a_random_point_then_resume_latest_matches_an_uninterrupted_run(tokenizer_folder, tmp_path):
+    seed = random.SystemRandom().randrange(2**32)
+    chance = random.Random(seed)
+    kill_step, delay = chance.randint(SAVE_STEPS + 2, EPOCHS * STEPS_PER_EPOCH - 2), chance.uniform(0.0, 0.05)
+    where = f"killed after step {kill_step} + {delay:.3f} s (seed {seed})"
+    out = tmp_path / "cut"
+    process = start(tokenizer_folder, out)
+    log = stop_at_step(process, kill_step, signal.SIGKILL, delay)
+    assert process.returncode == -signal.SIGKILL, f"{where}\n{log[-3000:]}"
+    assert checkpoint_steps(out), where  # checkpoint-3 was complete before step 4 began
+
+    resumed = main([*finetune_args(tokenizer_folder, out), "--resume_from_checkpoint", "latest"])
+    full = main(finetune_args(tokenizer_folder, tmp_path / "full"))
+    assert resumed["steps"] == full["steps"] == EPOCHS * STEPS_PER_EPOCH, where
+    expected, got = weights(tmp_path / "full"), weights(out)
+    assert expected.keys() == got.keys()
+    for name in expected:
+        assert torch.equal(expected[name], got[name]), f"{name}: {where}"
+    assert not list(out.glob("tmp-checkpoint-*")), where

@@ -4,6 +4,7 @@ exactly the weights of an uninterrupted run (data order, dropout RNG, optimizer 
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -115,3 +116,24 @@ def test_sigkill_at_a_random_point_then_resume_latest_matches_an_uninterrupted_r
     for name in expected:
         assert torch.equal(expected[name], got[name]), f"{name}: {where}"
     assert not list(out.glob("tmp-checkpoint-*")), where
+
+
+@pytest.mark.slow
+def test_two_processes_make_the_updates_and_metrics_of_one(tokenizer_folder, tmp_path):
+    """DDP on 2 CPU processes, 4 rows each, against 1 process with batches of 8: the same weights (up to the
+    order of the gradient sums) and the same gathered evaluation and predictions."""
+    from distributed_utils import launch_two_cpu_processes
+
+    common = [*finetune_args(tokenizer_folder, tmp_path), "--num_train_epochs", "2", "--validation_file",
+              str(SST2_TINY), "--test_file", str(SST2_TINY), "--config_overrides", "classifier_dropout=0.0",
+              "--max_grad_norm", "0", "--save_strategy", "no"]
+    one = main([*common, "--per_device_train_batch_size", "8", "--output_dir", str(tmp_path / "one")])
+    launch_two_cpu_processes("finetune.py", [*common, "--output_dir", str(tmp_path / "two")])
+    two = json.loads((tmp_path / "two" / "all_results.json").read_text())
+    expected, got = weights(tmp_path / "one"), weights(tmp_path / "two")
+    for name in expected:
+        torch.testing.assert_close(got[name], expected[name], rtol=0, atol=1e-5)
+    for key in ("eval_loss", "eval_accuracy", "predict_loss", "predict_accuracy", "train_loss"):
+        assert two[key] == pytest.approx(one[key], abs=1e-5), key
+    assert two["steps"] == one["steps"] == 10 and two["num_processes"] == 2
+    assert (tmp_path / "one" / "test_predictions.jsonl").read_text() == (tmp_path / "two" / "test_predictions.jsonl").read_text()

@@ -164,6 +164,19 @@ def _publish(tmp: Path, folder: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _build_into(folder: Path, key: str, build: Callable[[Path], dict]) -> None:
+    """Run ``build`` in a temporary folder beside ``folder`` and publish it, or remove it on failure."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = folder.with_name(f".{key}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    tmp.mkdir()
+    try:
+        meta = {"version": FORMAT_VERSION, "key": key, **build(tmp)}
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+        _publish(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def prepare(key: str, build: Callable[[Path], dict], *, cache_dir: str | Path | None = None,
             overwrite_cache: bool = False, accelerator=None) -> tuple[Path, dict]:
     """The folder and metadata of the prepared corpus ``key``, built by ``build(tmp_folder) -> arrays meta``
@@ -172,18 +185,16 @@ def prepare(key: str, build: Callable[[Path], dict], *, cache_dir: str | Path | 
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     folder = folder / key
     first = accelerator.local_main_process_first() if accelerator is not None else contextlib.nullcontext()
+    error = None
     with first:
         builder = accelerator is None or accelerator.is_local_main_process
         if builder and (overwrite_cache or _read_meta(folder) is None):
-            folder.parent.mkdir(parents=True, exist_ok=True)
-            tmp = folder.with_name(f".{key}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-            tmp.mkdir()
             try:
-                meta = {"version": FORMAT_VERSION, "key": key, **build(tmp)}
-                (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-                _publish(tmp, folder)
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
+                _build_into(folder, key, build)
+            except Exception as exc:  # raised after the barrier, so that the waiting processes are released
+                error = exc
+    if error is not None:
+        raise error
     meta = _read_meta(folder)
     if meta is None:
         raise FileNotFoundError(f"No complete token files in {str(folder)!r}: the preparing process failed.")

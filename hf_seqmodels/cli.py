@@ -43,7 +43,7 @@ def _demo_parser(subparsers) -> None:
     p.add_argument("--epochs", type=int, default=defaults.epochs)
     p.add_argument("--minutes", type=float, default=defaults.minutes, help="wall-clock cap on training")
     p.add_argument("--batch_size", type=int, default=defaults.batch_size)
-    p.add_argument("--bptt", type=int, default=defaults.bptt)
+    p.add_argument("--block_size", type=int, default=defaults.block_size, help="tokens per training window")
     p.add_argument("--learning_rate", type=float, default=defaults.learning_rate)
     p.add_argument("--max_new_tokens", type=int, default=defaults.max_new_tokens)
     p.add_argument("--num_beams", type=int, default=defaults.num_beams)
@@ -234,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                           "training/train_seq2seq.py)", add_help=False)
     subparsers.add_parser("pretrain-bert", help="pretrain BERT with MLM + NSP (same options as "
                           "training/pretrain_bert.py)", add_help=False)
-    subparsers.add_parser("finetune", help="fine-tune on classification, tagging or extractive QA with Trainer "
+    subparsers.add_parser("finetune", help="fine-tune on classification, tagging or extractive QA "
                           "(same options as training/finetune.py)", add_help=False)
     subparsers.add_parser("train-tokenizer", help="train a tokenizer (same options as "
                           "tokenizer_scripts/train_tokenizer.py)", add_help=False)
@@ -243,9 +243,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     subparsers.add_parser("embeddings", help="train word2vec, GloVe or SVD word vectors (same options as "
                           "training/train_embeddings.py)", add_help=False)
     if argv and argv[0] in COMMANDS:
+        from .training.core.cli import run_command
+
         module = importlib.import_module(COMMANDS[argv[0]], __package__)
-        module.main(argv[1:])
-        return 0
+        return run_command(module.main, argv[1:])
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "push":

@@ -21,7 +21,7 @@ from .registry import FAMILIES
 from .tokenization import train_tokenizer
 from .training.core.cards import write_run_model_card
 from .training.core.text import read_text_file, split_for_validation, tokenize_texts
-from .training.lm.trainer import LMTrainingArguments, card_training_args, train_causal_lm
+from .training.lm.trainer import LM_DEFAULTS, LMTrainingArguments, card_training_args, train_causal_lm
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class DemoOptions:
     epochs: int = 3
     minutes: float | None = 5.0
     batch_size: int = 32
-    bptt: int = 64
+    block_size: int = 64
     learning_rate: float = 3e-3
     max_new_tokens: int = 120
     num_beams: int = 4
@@ -125,12 +125,12 @@ def run_demo(options: DemoOptions) -> dict[str, Any]:
     model = build_model(options, tokenizer)
     logger.info("Model: %s with %s parameters", type(model).__name__, f"{model.num_parameters():,}")
     args = LMTrainingArguments(
-        output_dir=str(out), num_train_epochs=options.epochs, max_train_minutes=options.minutes,
-        per_device_train_batch_size=options.batch_size, bptt=options.bptt, optimizer="adamw",
-        learning_rate=options.learning_rate, lr_scheduler="cosine", warmup_steps=20, max_grad_norm=1.0,
-        seed=options.seed, eval_batch_size=8, logging_steps=20, checkpointing_steps=100,
-        generation_max_new_tokens=options.max_new_tokens,
-    )
+        output_dir=str(out), num_train_epochs=options.epochs, max_time_minutes=options.minutes,
+        per_device_train_batch_size=options.batch_size, block_size=options.block_size, optim="adamw_torch",
+        learning_rate=options.learning_rate, lr_scheduler_type="cosine", warmup_steps=20, max_grad_norm=1.0,
+        seed=options.seed, per_device_eval_batch_size=8, logging_steps=20, save_steps=100,
+        generation_max_length=options.max_new_tokens,
+    ).with_recipe(task_defaults=LM_DEFAULTS)
     results = train_causal_lm(model, tokenizer, train_ids, eval_ids, args)
     logger.info("Validation loss %.4f nats/token, perplexity %.2f", results["eval_loss"], results["eval_perplexity"])
     model = AutoModelForCausalLM.from_pretrained(out)  # what a user gets back from the folder

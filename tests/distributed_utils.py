@@ -65,8 +65,8 @@ def run_and_resume_from_step_3(tmp_path: Path, **launch) -> tuple[Path, Path, su
     train_file.write_text("the cat sat on the mat. the dog sat on the log.\n" * 40, encoding="utf-8")
     common = ["--train_file", str(train_file), "--tokenizer_kind", "char", "--min_frequency", "1",
               "--model_family", "transformer_lm", "--preset", "tiny", "--per_device_train_batch_size", "2",
-              "--bptt", "16", "--max_steps", "6", "--checkpointing_steps", "3", "--save_total_limit", "3",
-              "--optimizer", "adamw", "--learning_rate", "1e-3", "--no-plot", "--disable_tqdm"]
+              "--block_size", "16", "--max_steps", "6", "--save_steps", "3", "--save_total_limit", "3",
+              "--optim", "adamw_torch", "--learning_rate", "1e-3", "--no_plot", "--disable_tqdm"]
     full, crashed = tmp_path / "full", tmp_path / "crashed"
     launch_two_cpu_processes("train_lm.py", [*common, "--output_dir", str(full)], **launch)
     crashed.mkdir()

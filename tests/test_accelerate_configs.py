@@ -78,7 +78,7 @@ def test_cpu_2proc_config_trains_on_two_processes(tmp_path):
     argv = ["--train_file", str(train_file), "--tokenizer_kind", "char",
             "--min_frequency", "1", "--model_family", "rnn", "--preset", "tiny",
             "--config_overrides", "cell_type=gru,hidden_size=8", "--per_device_train_batch_size", "2",
-            "--bptt", "16", "--max_steps", "4", "--no-plot", "--disable_tqdm", "--output_dir", str(out),
+            "--block_size", "16", "--max_steps", "4", "--no_plot", "--disable_tqdm", "--output_dir", str(out),
             "--use_cpu"]  # Accelerator(cpu=True) in the workers: the multi-GPU launcher does not pass use_cpu on
     # the file's own port 29500 may be taken by another run: the helper passes a free one
     done = launch_two_cpu_processes("train_lm.py", argv, ["--config_file", str(CONFIGS / "cpu_2proc.yaml")])

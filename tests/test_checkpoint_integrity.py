@@ -83,9 +83,9 @@ def tiny_lstm(vocab_size: int, seed: int = 0) -> RNNForCausalLM:
 
 
 def train(tokenizer, data, output_dir: Path, seed: int = 0, **overrides) -> dict:
-    args = dict(output_dir=str(output_dir), num_train_epochs=1, max_steps=6, checkpointing_steps=3,
-                per_device_train_batch_size=4, bptt=8, learning_rate=0.02, optimizer="adamw", eval_batch_size=2,
-                logging_steps=3, plot=False, disable_tqdm=True, save_total_limit=None)
+    args = dict(output_dir=str(output_dir), num_train_epochs=1, max_steps=6, save_steps=3,
+                per_device_train_batch_size=4, block_size=8, learning_rate=0.02, optim="adamw_torch", per_device_eval_batch_size=2,
+                logging_steps=3, plot=False, disable_tqdm=True, save_total_limit=None, lr_scheduler_type="constant")
     return train_causal_lm(tiny_lstm(len(tokenizer), seed), tokenizer, *data,
                            LMTrainingArguments(**{**args, **overrides}))
 
@@ -314,7 +314,7 @@ def test_without_a_previous_checkpoint_the_space_is_estimated(tokenizer, data, t
     out = tmp_path / "run"
     patch_stage(monkeypatch, "model.safetensors", errno.ENOSPC)
     with pytest.raises(SystemExit, match="needs about .*there is no intact checkpoint to resume from"):
-        train(tokenizer, data, out, checkpointing_steps=None)
+        train(tokenizer, data, out, save_strategy="no")
     assert not list(out.glob("*checkpoint*"))
 
 
@@ -332,12 +332,12 @@ def test_the_estimate_is_close_to_a_real_checkpoint(tokenizer, base_run):
 def test_low_free_space_is_warned_about_before_training(tokenizer, data, tmp_path, monkeypatch, caplog):
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(checkpointing.shutil, "disk_usage", lambda path: usage(10**6, 10**6 - 1000, 1000))
-    train(tokenizer, data, tmp_path / "small", max_steps=1, checkpointing_steps=None)
+    train(tokenizer, data, tmp_path / "small", max_steps=1, save_strategy="no")
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(f"Only 1000 bytes free in {tmp_path / 'small'}, and two checkpoints need about" in w for w in warnings)
     monkeypatch.undo()
     caplog.clear()
-    train(tokenizer, data, tmp_path / "roomy", max_steps=1, checkpointing_steps=None)
+    train(tokenizer, data, tmp_path / "roomy", max_steps=1, save_strategy="no")
     assert not any("free in" in r.getMessage() for r in caplog.records)
 
 
@@ -362,8 +362,8 @@ def test_the_cli_ends_with_one_error_line_and_status_1(tmp_path):
     out = tmp_path / "run"
     args = ["--train_file", str(train_file), "--tokenizer_kind", "char", "--min_frequency", "1",
             "--model_family", "rnn", "--preset", "tiny", "--config_overrides", "hidden_size=8",
-            "--per_device_train_batch_size", "4", "--bptt", "8", "--max_steps", "2", "--checkpointing_steps", "1",
-            "--no-plot", "--disable_tqdm", "--output_dir", str(out)]
+            "--per_device_train_batch_size", "4", "--block_size", "8", "--max_steps", "2", "--save_steps", "1",
+            "--no_plot", "--disable_tqdm", "--output_dir", str(out)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     process = subprocess.run([sys.executable, "-c", CLI_SCRIPT, *args], capture_output=True, text=True, env=env,
                              timeout=300)

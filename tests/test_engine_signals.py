@@ -32,8 +32,8 @@ def lm_args(train_file: Path, output_dir: Path) -> list[str]:
     return ["--train_file", str(train_file), "--tokenizer_kind", "char", "--min_frequency", "1",
             "--model_family", "rnn", "--preset", "tiny",
             "--config_overrides", "cell_type=lstm,hidden_size=16,hidden_dropout_prob=0.1",
-            "--per_device_train_batch_size", "4", "--bptt", "16", "--num_train_epochs", str(EPOCHS),
-            "--learning_rate", "0.02", "--optimizer", "adamw", "--logging_steps", "1", "--no-plot",
+            "--per_device_train_batch_size", "4", "--block_size", "16", "--num_train_epochs", str(EPOCHS),
+            "--learning_rate", "0.02", "--optim", "adamw_torch", "--logging_steps", "1", "--no_plot",
             "--disable_tqdm", "--output_dir", str(output_dir)]
 
 

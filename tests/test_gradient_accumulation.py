@@ -83,9 +83,10 @@ class MeanLoss(SumOverCount):
 
 def loop(cls, model, batches, tmp_path, accumulation: int = 1, **kwargs):
     tmp_path.mkdir(parents=True, exist_ok=True)
-    args = EngineArguments(output_dir=str(tmp_path), optimizer="adamw", learning_rate=0.1,
-                           gradient_accumulation_steps=accumulation, max_grad_norm=None, plot=False,
-                           disable_tqdm=True, use_cpu=True, **kwargs)
+    settings = dict(output_dir=str(tmp_path), optim="adamw_torch", learning_rate=0.1, lr_scheduler_type="constant",
+                    gradient_accumulation_steps=accumulation, max_grad_norm=0, plot=False, disable_tqdm=True,
+                    use_cpu=True, num_train_epochs=1)
+    args = EngineArguments(**{**settings, **kwargs})
     return cls(model, None, args, Accelerator(cpu=True), batches=batches)
 
 
@@ -171,7 +172,7 @@ def test_bert_pretraining_counts_updates_not_batches(tmp_path):
     results = bert_main(["--train_file", str(corpus), "--vocab_size", "80", "--min_frequency", "1",
                          "--preset", "tiny", "--max_seq_length", "32", "--config_overrides", "max_position_embeddings=32",
                          "--per_device_train_batch_size", "2", "--gradient_accumulation_steps", "3",
-                         "--num_train_epochs", "2", "--logging_steps", "1", "--no-plot", "--disable_tqdm",
+                         "--num_train_epochs", "2", "--logging_steps", "1", "--no_plot", "--disable_tqdm",
                          "--use_cpu", "--output_dir", str(tmp_path / "out")])
     state = TrainerState.from_json((tmp_path / "out" / "checkpoint-{}".format(results["steps"])
                                     / "trainer_state.json").read_text())
@@ -192,12 +193,12 @@ def test_two_processes_accumulating_match_one_process_accumulating(kind, tmp_pat
     # one tokenizer for both runs: training a WordPiece vocabulary twice can order its tokens differently
     train_tokenizer([str(corpus)], kind="wordpiece", vocab_size=80, min_frequency=1,
                     add_bert_special_tokens=True).save_pretrained(tmp_path / "tok")
-    common = ["--train_file", str(corpus), "--tokenizer_name_or_path", str(tmp_path / "tok"), "--preset", "tiny",
+    common = ["--train_file", str(corpus), "--tokenizer_name", str(tmp_path / "tok"), "--preset", "tiny",
               "--max_seq_length", "32", "--config_overrides",
               "max_position_embeddings=32,hidden_dropout_prob=0.0,attention_probs_dropout_prob=0.0",
               "--validation_split_percentage", "20", "--max_steps", "4", "--gradient_accumulation_steps", "2",
-              "--logging_steps", "1", "--optimizer", "adamw", "--learning_rate", "1e-3", "--max_grad_norm", "1.0",
-              "--disable_tqdm", "--no-plot"]
+              "--logging_steps", "1", "--optim", "adamw_torch", "--learning_rate", "1e-3", "--max_grad_norm", "1.0",
+              "--disable_tqdm", "--no_plot"]
     launch_two_cpu_processes("pretrain_bert.py", [*common, "--output_dir", str(tmp_path / "two"),
                                                   "--per_device_train_batch_size", "2"],
                              fsdp=kind == "fsdp", deepspeed=kind == "deepspeed")

@@ -328,7 +328,9 @@ def test_command_line_line_by_line_and_script(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "argv", [str(script), "--train_file", str(train), "--validation_file", str(validation),
                                       "--tokenizer_kind", "word", "--line_by_line", "--smoothing", "add_k", "--k", "0.5",
                                       "--order", "2", "--num_sample_tokens", "0", "--output_dir", str(out)])
-    runpy.run_path(str(script), run_name="__main__")
+    with pytest.raises(SystemExit) as finished:
+        runpy.run_path(str(script), run_name="__main__")
+    assert finished.value.code == 0
     saved = json.loads((out / "eval_results.json").read_text())
     assert saved["eval_tokens"] == 7 + 1 + 4 + 1  # words and punctuation of both lines, plus one <eos> each
     assert saved["smoothing"] == "add_k" and "sample" not in saved

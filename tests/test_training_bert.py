@@ -142,8 +142,9 @@ def test_pretraining_lowers_the_loss_and_resumes_exactly(tokenizer, tmp_path):
 
     def args(out, **kw):
         return BertPretrainingArguments(output_dir=str(out), num_train_epochs=2, per_device_train_batch_size=16,
-                                        optimizer="adamw", learning_rate=3e-3, plot=False, disable_tqdm=True,
-                                        use_cpu=True, seed=3, **kw)
+                                        optim="adamw_torch", learning_rate=3e-3, plot=False, disable_tqdm=True,
+                                        use_cpu=True, seed=3, save_strategy="epoch", lr_scheduler_type="constant",
+                                        **kw)
 
     straight = pretrain_bert(model(), tokenizer, train, held_out, args(tmp_path / "a"))
     history = json.loads((tmp_path / "a" / "training_history.json").read_text())
@@ -164,7 +165,7 @@ def test_pretrain_bert_command_trains_a_tokenizer_and_writes_a_loadable_model(tm
     results = bert_main(["--train_file", str(corpus), "--preset", "tiny", "--vocab_size", "80", "--min_frequency", "1",
                          "--max_seq_length", "32", "--config_overrides", "max_position_embeddings=32",
                          "--validation_split_percentage", "20", "--per_device_train_batch_size", "8",
-                         "--max_steps", "4", "--optimizer", "adamw", "--learning_rate", "1e-3", "--lowercase",
+                         "--max_steps", "4", "--optim", "adamw_torch", "--learning_rate", "1e-3", "--lowercase",
                          "--output_dir", str(out), "--disable_tqdm", "--use_cpu"])
     assert results["steps"] == 4 and 0.0 <= results["eval_nsp_accuracy"] <= 1.0
     model = AutoModelForPreTraining.from_pretrained(out)
@@ -181,7 +182,7 @@ def test_pretrain_bert_command_trains_a_tokenizer_and_writes_a_loadable_model(tm
     pair = tokenizer("the cat sat", "a dog ran")
     assert tokenizer("The Cat SAT")["input_ids"] == pair["input_ids"][:5]  # an uncased vocabulary (--lowercase)
     assert pair["token_type_ids"].count(1) == len(tokenizer("a dog ran", add_special_tokens=False)["input_ids"]) + 1
-    with pytest.raises(ValueError, match="max_seq_length 64 exceeds"):
+    with pytest.raises(ValueError, match="`--max_seq_length`=64: the model has max_position_embeddings=32"):
         bert_main(["--train_file", str(corpus), "--preset", "tiny", "--max_seq_length", "64", "--vocab_size", "80",
                    "--min_frequency", "1", "--config_overrides", "max_position_embeddings=32",
                    "--output_dir", str(tmp_path / "bad"), "--disable_tqdm"])
@@ -197,11 +198,11 @@ def test_two_cpu_processes_match_one_process(sharding, tokenizer, tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(text_corpus(40, seed=7))
     tokenizer.save_pretrained(tmp_path / "tok")
-    common = ["--train_file", str(corpus), "--tokenizer_name_or_path", str(tmp_path / "tok"), "--preset", "tiny",
+    common = ["--train_file", str(corpus), "--tokenizer_name", str(tmp_path / "tok"), "--preset", "tiny",
               "--max_seq_length", "32", "--config_overrides",
               "max_position_embeddings=32,hidden_dropout_prob=0.0,attention_probs_dropout_prob=0.0",
               "--validation_split_percentage", "20", "--max_steps", "4", "--logging_steps", "1",
-              "--optimizer", "adamw", "--learning_rate", "1e-3", "--disable_tqdm", "--no-plot"]
+              "--optim", "adamw_torch", "--learning_rate", "1e-3", "--disable_tqdm", "--no_plot"]
     launch_two_cpu_processes("pretrain_bert.py", [*common, "--output_dir", str(tmp_path / "two"),
                                                   "--per_device_train_batch_size", "4"],
                              fsdp=sharding == "fsdp", deepspeed=sharding == "deepspeed")
@@ -225,9 +226,9 @@ def test_continued_pretraining_starts_from_the_model_and_says_so_on_its_card(tok
     corpus.write_text(text_corpus(40, seed=7))
     tokenizer.save_pretrained(tmp_path / "tok")
     common = lambda lr: ["--train_file", str(corpus), "--max_seq_length", "32", "--max_steps", "2",  # noqa: E731
-                         "--optimizer", "adamw", "--learning_rate", lr, "--per_device_train_batch_size", "4",
-                         "--use_cpu", "--disable_tqdm", "--no-plot"]
-    bert_main([*common("1e-3"), "--tokenizer_name_or_path", str(tmp_path / "tok"), "--preset", "tiny",
+                         "--optim", "adamw_torch", "--learning_rate", lr, "--per_device_train_batch_size", "4",
+                         "--use_cpu", "--disable_tqdm", "--no_plot"]
+    bert_main([*common("1e-3"), "--tokenizer_name", str(tmp_path / "tok"), "--preset", "tiny",
                "--config_overrides", "max_position_embeddings=32", "--output_dir", str(tmp_path / "base")])
     base = load_file(str(tmp_path / "base" / "model.safetensors"))
     # with updates of ~0 the continued model keeps the base weights: it did start from them

@@ -29,7 +29,7 @@ from hf_seqmodels.training.core.cli import parse_config_overrides
 from hf_seqmodels.training.core.launch import make_accelerator
 from hf_seqmodels.training.core.schedules import lr_factor
 from hf_seqmodels.training.core.text import split_for_validation, tokenize_texts
-from hf_seqmodels.training.lm.cli import build_parser, main
+from hf_seqmodels.training.lm.cli import main, parse_arguments
 from hf_seqmodels.training.lm.data import ShuffledContextWindows, StreamWindows, batchify, shard_rows
 from hf_seqmodels.training.lm.trainer import is_stateful
 
@@ -92,9 +92,9 @@ TINY_MODELS = {"lstm": tiny_lstm, "nnlm": tiny_nnlm, "transformer_lm": tiny_tran
 
 
 def engine_args(output_dir: Path, **overrides) -> LMTrainingArguments:
-    defaults = dict(output_dir=str(output_dir), num_train_epochs=2, per_device_train_batch_size=4, bptt=16,
-                    learning_rate=0.02, optimizer="adamw", eval_batch_size=2, logging_steps=5, plot=False,
-                    disable_tqdm=True, save_total_limit=None)
+    defaults = dict(output_dir=str(output_dir), num_train_epochs=2, per_device_train_batch_size=4, block_size=16,
+                    learning_rate=0.02, optim="adamw_torch", per_device_eval_batch_size=2, logging_steps=5, plot=False,
+                    disable_tqdm=True, save_total_limit=None, save_strategy="epoch", lr_scheduler_type="constant")
     return LMTrainingArguments(**{**defaults, **overrides})
 
 
@@ -185,12 +185,14 @@ def test_cosine_schedule_endpoints_and_errors():
     assert factor(0) == 0.0 and factor(5) == pytest.approx(0.5) and factor(10) == pytest.approx(1.0)
     assert factor(60) == pytest.approx(0.55) and factor(110) == pytest.approx(0.1) and factor(500) == pytest.approx(0.1)
     assert lr_factor("constant", total_steps=5, steps_per_epoch=5)(3) == 1.0
-    with pytest.raises(ValueError, match=r"`lr_scheduler`='linear'.*'zaremba'"):
-        lr_factor("linear", total_steps=5, steps_per_epoch=5)
+    linear = lr_factor("linear", total_steps=10, steps_per_epoch=10, warmup_steps=2)  # transformers' default schedule
+    assert [linear(s) for s in (0, 1, 2, 6, 10, 12)] == pytest.approx([0.0, 0.5, 1.0, 0.5, 0.0, 0.0])
+    with pytest.raises(ValueError, match=r"`lr_scheduler_type`='bogus'.*'zaremba'"):
+        lr_factor("bogus", total_steps=5, steps_per_epoch=5)
     with pytest.raises(ValueError, match="decay_factor"):
         lr_factor("zaremba", total_steps=5, steps_per_epoch=5, decay_factor=1.5)
-    with pytest.raises(ValueError, match="optimizer"):
-        LMTrainingArguments(output_dir="x", optimizer="adam")
+    with pytest.raises(ValueError, match="optim"):
+        LMTrainingArguments(output_dir="x", optim="adam")
 
 
 def test_noam_schedule_is_the_papers_formula():
@@ -214,7 +216,7 @@ def test_noam_schedule_is_the_papers_formula():
 def test_training_lowers_validation_loss(family, tokenizer, corpus_ids, tmp_path):
     train_ids, eval_ids = corpus_ids
     model = TINY_MODELS[family](len(tokenizer))
-    before = evaluate_causal_lm(model, eval_ids, batch_size=2, bptt=16)["eval_loss"]
+    before = evaluate_causal_lm(model, eval_ids, batch_size=2, block_size=16)["eval_loss"]
     results = train_causal_lm(model, tokenizer, train_ids, eval_ids, engine_args(tmp_path, num_train_epochs=3,
                                                                                  plot=True))
     assert results["steps"] == 3 * math.ceil((1600 // 4 - 1) / 16)
@@ -244,13 +246,13 @@ def test_evaluation_is_exact_token_weighted_nll(tokenizer, corpus_ids):
     with torch.no_grad():
         logits = model(stream[None, :-1]).logits[0]
     expected = torch.nn.functional.cross_entropy(logits, stream[1:]).item()
-    result = evaluate_causal_lm(model, stream, batch_size=1, bptt=7)  # 29 windows, state carried
+    result = evaluate_causal_lm(model, stream, batch_size=1, block_size=7)  # 29 windows, state carried
     assert result["eval_tokens"] == 199 and result["eval_loss"] == pytest.approx(expected, rel=1e-5)
 
 
 def test_checkpoint_is_atomic_and_loads_with_weights_only(tokenizer, corpus_ids, tmp_path, monkeypatch):
     train_ids, eval_ids = corpus_ids
-    args = engine_args(tmp_path, num_train_epochs=1, max_steps=6, checkpointing_steps=3)
+    args = engine_args(tmp_path, num_train_epochs=1, max_steps=6, save_strategy="steps", save_steps=3)
     real_save = safetensors.torch.save_model
 
     class SimulatedCrash(Exception):
@@ -281,7 +283,8 @@ def test_checkpoint_is_atomic_and_loads_with_weights_only(tokenizer, corpus_ids,
 def test_save_total_limit_keeps_the_newest(tokenizer, corpus_ids, tmp_path):
     train_ids, eval_ids = corpus_ids
     train_causal_lm(tiny_nnlm(len(tokenizer)), tokenizer, train_ids, eval_ids,
-                    engine_args(tmp_path, num_train_epochs=1, max_steps=8, checkpointing_steps=2, save_total_limit=2))
+                    engine_args(tmp_path, num_train_epochs=1, max_steps=8, save_strategy="steps", save_steps=2,
+                                    save_total_limit=2))
     assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-6", "checkpoint-8"]
 
 
@@ -290,8 +293,9 @@ def test_resume_mid_epoch_equals_uninterrupted_run(family, tokenizer, corpus_ids
     """A run stopped after 30 updates (mid epoch 2 of 25 windows) and resumed ends with the same weights."""
     train_ids, eval_ids = corpus_ids
     build = tiny_lstm if family == "lstm" else tiny_nnlm
-    common = dict(num_train_epochs=3, lr_scheduler="zaremba", decay_start_epoch=1, decay_factor=0.5,
-                  warmup_steps=4, shuffle_windows=family != "lstm")
+    common = dict(num_train_epochs=3, lr_scheduler_type="zaremba",
+                  lr_scheduler_kwargs='{"decay_start_epoch": 1, "decay_factor": 0.5}', warmup_steps=4,
+                  shuffle_windows=family != "lstm", save_strategy="epoch")
     full_model = build(len(tokenizer), dropout=0.3)
     full = train_causal_lm(full_model, tokenizer, train_ids, eval_ids, engine_args(tmp_path / "full", **common))
     train_causal_lm(build(len(tokenizer), dropout=0.3), tokenizer, train_ids, eval_ids,
@@ -308,12 +312,12 @@ def test_resume_mid_epoch_equals_uninterrupted_run(family, tokenizer, corpus_ids
 def test_time_limit_stops_cleanly_and_resume_checks_the_layout(tokenizer, corpus_ids, tmp_path):
     train_ids, eval_ids = corpus_ids
     results = train_causal_lm(tiny_nnlm(len(tokenizer)), tokenizer, train_ids, eval_ids,
-                              engine_args(tmp_path, max_train_minutes=1e-9))
+                              engine_args(tmp_path, max_time_minutes=1e-9))
     assert results["steps"] == 1 and math.isfinite(results["eval_loss"])  # stopped after the first update
     assert (tmp_path / "checkpoint-1").is_dir() and (tmp_path / "model.safetensors").is_file()
     with pytest.raises(ValueError, match="batches per epoch"):
         train_causal_lm(tiny_nnlm(len(tokenizer)), tokenizer, train_ids, eval_ids,
-                        engine_args(tmp_path, bptt=8, resume_from_checkpoint="latest"))
+                        engine_args(tmp_path, block_size=8, resume_from_checkpoint="latest"))
 
 
 # --------------------------------------------------------------------------- the command line
@@ -332,8 +336,10 @@ def test_config_overrides_are_typed_and_checked():
         parse_config_overrides("vocab_size=3", NNLMConfig)
     with pytest.raises(ValueError, match="'big' for --model_family nnlm.*bengio-2003"):
         main(["--output_dir", "o", "--model_family", "nnlm", "--preset", "big", "--train_file", "missing.txt"])
-    args = build_parser().parse_args(["--output_dir", "o", "--max_steps", "none", "--no-plot", "--bptt", "7"])
-    assert (args.max_steps, args.plot, args.bptt, args.lr_scheduler) == (None, False, 7, "constant")
+    _, _, args = parse_arguments(["--output_dir", "o", "--train_file", "t.txt", "--preset", "tiny", "--no_plot",
+                                  "--block_size", "7", "--optim", "sgd"])
+    assert (args.max_steps, args.plot, args.block_size) == (-1, False, 7)
+    assert args.learning_rate == 1.0, "the tiny recipe's AdamW learning rate must not reach SGD"
 
 
 def test_cli_end_to_end_char_lstm_reloads_and_generates(tmp_path):
@@ -343,7 +349,7 @@ def test_cli_end_to_end_char_lstm_reloads_and_generates(tmp_path):
     results = main(["--train_file", str(train_file), "--tokenizer_kind", "char", "--min_frequency", "1",
                     "--model_family", "rnn", "--preset", "tiny", "--config_overrides", "cell_type=lstm,hidden_size=16",
                     "--output_dir", str(out), "--max_steps", "12", "--per_device_train_batch_size", "4",
-                    "--bptt", "16", "--learning_rate", "0.02", "--optimizer", "adamw", "--logging_steps", "4",
+                    "--block_size", "16", "--learning_rate", "0.02", "--optim", "adamw_torch", "--logging_steps", "4",
                     "--disable_tqdm"])
     assert results["steps"] == 12 and math.isfinite(results["eval_loss"])
     assert (out / "loss_curve.png").stat().st_size > 0 and (out / "checkpoint-12").is_dir()
@@ -368,10 +374,10 @@ def test_two_cpu_processes_match_one_process(sharding, tokenizer, tmp_path):
     train_file = tmp_path / "corpus.txt"
     train_file.write_text(CORPUS, encoding="utf-8")
     tokenizer.save_pretrained(tmp_path / "tok")
-    common = ["--train_file", str(train_file), "--tokenizer_name_or_path", str(tmp_path / "tok"),
+    common = ["--train_file", str(train_file), "--tokenizer_name", str(tmp_path / "tok"),
               "--model_family", "rnn", "--preset", "tiny", "--config_overrides", "cell_type=gru,hidden_size=16",
-              "--bptt", "16", "--max_steps", "8", "--learning_rate", "0.05", "--optimizer", "adamw",
-              "--max_grad_norm", "0.5", "--eval_batch_size", "3", "--no-plot", "--disable_tqdm"]
+              "--block_size", "16", "--max_steps", "8", "--learning_rate", "0.05", "--optim", "adamw_torch",
+              "--max_grad_norm", "0.5", "--per_device_eval_batch_size", "3", "--no_plot", "--disable_tqdm"]
     done = launch_two_cpu_processes("train_lm.py", [*common, "--output_dir", str(tmp_path / "two"),
                                                     "--per_device_train_batch_size", "2"],
                                     fsdp=sharding == "fsdp", deepspeed=sharding == "deepspeed")
@@ -404,17 +410,21 @@ def test_bf16_autocast_on_cpu_trains_close_to_fp32_but_not_identically(tokenizer
                            engine_args(tmp_path / "fp32", max_steps=6, use_cpu=True))
     AcceleratorState._reset_state(reset_partial_state=True)
     bf16 = train_causal_lm(tiny_transformer_lm(len(tokenizer)), tokenizer, train, held_out,
-                           engine_args(tmp_path / "bf16", max_steps=6, use_cpu=True, mixed_precision="bf16"))
+                           engine_args(tmp_path / "bf16", max_steps=6, use_cpu=True, bf16=True))
     assert math.isfinite(bf16["eval_loss"]) and bf16["eval_loss"] != fp32["eval_loss"]  # autocast was on
     assert bf16["eval_loss"] == pytest.approx(fp32["eval_loss"], rel=0.05)
     assert {t.dtype for t in weights(tmp_path / "bf16").values()} == {torch.float32}  # fp32 master weights
 
 
 def test_fp16_on_cpu_and_unknown_options_are_refused_by_name(tmp_path, fresh_accelerator_state):
-    with pytest.raises(ValueError, match=r"`mixed_precision`.*'fp16'.*'bf16' or 'no' on a CPU"):
-        make_accelerator(engine_args(tmp_path, use_cpu=True, mixed_precision="fp16"))
-    with pytest.raises(ValueError, match=r"`mixed_precision`.*'bf8'"):
-        engine_args(tmp_path, mixed_precision="bf8")
+    with pytest.raises(ValueError, match=r"`fp16`=True.*on a CPU"):
+        make_accelerator(engine_args(tmp_path, use_cpu=True, fp16=True))
+    with pytest.raises(ValueError, match=r"`fp16`=True.*--bf16"):
+        engine_args(tmp_path, bf16=True, fp16=True)
+    with pytest.raises(ValueError, match=r"`optim`='adam'.*adamw_torch"):
+        engine_args(tmp_path, optim="adam")
+    with pytest.raises(ValueError, match=r"`lr_scheduler_kwargs`.*options of the cosine schedule: min_lr_ratio"):
+        engine_args(tmp_path, lr_scheduler_type="cosine", lr_scheduler_kwargs='{"decay_factor": 0.5}')
     with pytest.raises(ValueError, match=r"`report_to`.*'tensorbord'.*'tensorboard'"):
         engine_args(tmp_path, report_to="tensorbord")
     assert engine_args(tmp_path, report_to=" none ").trackers == []

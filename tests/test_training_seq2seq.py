@@ -223,8 +223,9 @@ def tiny_marian(tokenizer) -> MarianMTModel:
 
 def run_args(output_dir: Path, **overrides) -> Seq2SeqTrainingArguments:
     defaults = dict(output_dir=str(output_dir), num_train_epochs=2, per_device_train_batch_size=16,
-                    optimizer="adamw", learning_rate=1e-2, eval_num_beams=2, eval_max_new_tokens=8,
-                    eval_bleu_samples=8, plot=False, disable_tqdm=True, use_cpu=True, seed=5)
+                    optim="adamw_torch", learning_rate=1e-2, num_beams=2, generation_max_length=8,
+                    plot=False, disable_tqdm=True, use_cpu=True, seed=5, save_strategy="epoch",
+                    lr_scheduler_type="constant")
     return Seq2SeqTrainingArguments(**{**defaults, **overrides})
 
 
@@ -249,8 +250,8 @@ def test_training_lowers_the_loss_and_resume_ends_with_the_same_weights(tokenize
 
 
 def test_arguments_are_validated():
-    with pytest.raises(ValueError, match=r"`eval_num_beams`=0"):
-        Seq2SeqTrainingArguments(output_dir="x", eval_num_beams=0)
+    with pytest.raises(ValueError, match=r"`num_beams`=0"):
+        Seq2SeqTrainingArguments(output_dir="x", num_beams=0)
     with pytest.raises(ValueError, match=r"`max_tokens_per_batch`=0"):
         Seq2SeqTrainingArguments(output_dir="x", max_tokens_per_batch=0)
     with pytest.raises(ValueError, match=r"`max_tokens_per_batch`=3: expected at least the longest sentence"):
@@ -294,10 +295,10 @@ def run_cli(family: str, tmp_path, extra: list[str], corpus=reversal_corpus, max
     out = tmp_path / "run"
     results = seq2seq_main([
         "--train_file", str(tmp_path / "train.tsv"), "--validation_file", str(tmp_path / "valid.tsv"),
-        "--source_field", "src", "--target_field", "tgt", "--tokenizer_kind", "word", "--vocab_size", "40",
+        "--source_lang", "src", "--target_lang", "tgt", "--tokenizer_kind", "word", "--vocab_size", "40",
         "--min_frequency", "1", "--model_family", family, "--preset", "tiny", "--output_dir", str(out),
-        "--max_steps", str(max_steps), "--per_device_train_batch_size", "16", "--optimizer", "adamw",
-        "--learning_rate", "1e-2", "--eval_num_beams", "2", "--eval_max_new_tokens", "8", "--disable_tqdm", *extra,
+        "--max_steps", str(max_steps), "--per_device_train_batch_size", "16", "--optim", "adamw_torch",
+        "--learning_rate", "1e-2", "--num_beams", "2", "--generation_max_length", "8", "--disable_tqdm", *extra,
     ])
     assert results["steps"] == max_steps and 0.0 <= results["validation_bleu"] <= 100.0
     return results
@@ -406,10 +407,10 @@ def test_two_cpu_processes_match_one_process(sharding, family, tokenizer, tmp_pa
         (tmp_path / f"{split}.tsv").write_text("\n".join(rows) + "\n")
     tokenizer.save_pretrained(tmp_path / "tok")
     common = ["--train_file", str(tmp_path / "train.tsv"), "--validation_file", str(tmp_path / "valid.tsv"),
-              "--source_field", "src", "--target_field", "tgt", "--tokenizer_name_or_path", str(tmp_path / "tok"),
+              "--source_lang", "src", "--target_lang", "tgt", "--tokenizer_name", str(tmp_path / "tok"),
               "--model_family", family, "--preset", "tiny", "--num_train_epochs", "2", "--max_steps", "5",
-              "--optimizer", "adamw", "--learning_rate", "1e-2", "--max_grad_norm", "1.0", "--eval_num_beams", "1",
-              "--eval_max_new_tokens", "4", "--logging_steps", "1", "--disable_tqdm", "--no-plot"]
+              "--optim", "adamw_torch", "--learning_rate", "1e-2", "--max_grad_norm", "1.0", "--num_beams", "1",
+              "--generation_max_length", "4", "--logging_steps", "1", "--disable_tqdm", "--no_plot"]
     if family == "transformer":
         common += ["--config_overrides", "dropout=0.0,attention_dropout=0.0,activation_dropout=0.0"]
     launch_two_cpu_processes("train_seq2seq.py", [*common, "--output_dir", str(tmp_path / "two"),
@@ -442,9 +443,9 @@ def test_two_processes_with_a_tracker_finish_the_final_report(tokenizer, tmp_pat
     out = tmp_path / "two"
     launch_two_cpu_processes("train_seq2seq.py", [
         "--train_file", str(tmp_path / "train.tsv"), "--validation_file", str(tmp_path / "valid.tsv"),
-        "--source_field", "src", "--target_field", "tgt", "--tokenizer_name_or_path", str(tmp_path / "tok"),
-        "--preset", "tiny", "--max_steps", "3", "--per_device_train_batch_size", "8", "--eval_num_beams", "2",
-        "--eval_max_new_tokens", "4", "--logging_steps", "1", "--disable_tqdm", "--no-plot",
+        "--source_lang", "src", "--target_lang", "tgt", "--tokenizer_name", str(tmp_path / "tok"),
+        "--preset", "tiny", "--max_steps", "3", "--per_device_train_batch_size", "8", "--num_beams", "2",
+        "--generation_max_length", "4", "--logging_steps", "1", "--disable_tqdm", "--no_plot",
         "--report_to", "tensorboard", "--output_dir", str(out)])
     assert len((out / "validation_translations.tsv").read_text().splitlines()) == 1 + 6
     assert "validation_bleu" in (out / "README.md").read_text()

@@ -13,6 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from hf_seqmodels.training.classic.ngram_cli import main  # noqa: E402
+from hf_seqmodels.training.core.cli import run_command  # noqa: E402
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_command(main))

@@ -21,6 +21,6 @@ if [ ! -f $VOCAB/tokenizer.json ]; then
       --train_file "$DATA/wikitext2-heldout/valid.txt" "$DATA/wikitext2-heldout/test.txt" --output_dir $VOCAB
 fi
 ONLY=runs/bert-mini-sst2text
-pretrain_on_sst2_text "$DATA" $ONLY --preset bert-mini --tokenizer_name_or_path $VOCAB
+pretrain_on_sst2_text "$DATA" $ONLY --preset bert-mini --tokenizer_name $VOCAB
 
 SCRATCH_RUN=scratch-wt2vocab finetune_seeds $ONLY sst2text

@@ -19,9 +19,9 @@ if [ ! -f runs/bert-mini-wikitext2/model.safetensors ]; then
   OMP_NUM_THREADS=2 python training/pretrain_bert.py --preset bert-mini \
       --train_file "$DATA/wikitext2-heldout/valid.txt" "$DATA/wikitext2-heldout/test.txt" \
       --vocab_size 8000 --lowercase --max_seq_length 64 --per_device_train_batch_size 32 \
-      --num_train_epochs 100 --max_steps 5500 --max_train_minutes 50 \
-      --optimizer adamw --learning_rate 1e-3 --adam_beta2 0.98 --adam_epsilon 1e-6 --weight_decay 0.01 \
-      --lr_scheduler cosine --warmup_steps 500 --checkpointing_steps 500 --logging_steps 100 --disable_tqdm \
+      --num_train_epochs 100 --max_steps 5500 --max_time_minutes 50 \
+      --optim adamw_torch --learning_rate 1e-3 --adam_beta2 0.98 --adam_epsilon 1e-6 --weight_decay 0.01 \
+      --lr_scheduler_type cosine --warmup_steps 500 --save_steps 500 --logging_steps 100 --disable_tqdm \
       --output_dir runs/bert-mini-wikitext2 > runs/bert-mini-wikitext2.log 2>&1
 fi
 

@@ -18,6 +18,6 @@ if [ ! -f runs/bert-mini-wikitext2/model.safetensors ]; then
 fi
 TAPT=runs/bert-mini-wikitext2-sst2text
 pretrain_on_sst2_text "$DATA" $TAPT --model_name_or_path runs/bert-mini-wikitext2 \
-    --tokenizer_name_or_path runs/bert-mini-wikitext2
+    --tokenizer_name runs/bert-mini-wikitext2
 
 finetune_seeds $TAPT tapt

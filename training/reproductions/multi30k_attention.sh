@@ -17,11 +17,11 @@ python tokenizer_scripts/train_tokenizer.py --train_file runs/multi30k-tokenizer
 COMMON=(--train_source_file "$DATA/train.en.gz" --train_target_file "$DATA/train.de.gz"
         --validation_source_file "$DATA/val.en.gz" --validation_target_file "$DATA/val.de.gz"
         --test_source_file "$DATA/test_2016_flickr.en.gz" --test_target_file "$DATA/test_2016_flickr.de.gz"
-        --tokenizer_name_or_path runs/multi30k-tokenizer
+        --tokenizer_name runs/multi30k-tokenizer
         --max_tokens_per_batch 3000 --max_source_length 64 --max_target_length 64 --max_grad_norm 1.0
-        --num_train_epochs 20 --max_train_minutes "$MINUTES" --eval_bleu_samples 200 --eval_num_beams 5
-        --eval_max_new_tokens 64 --seed 1234 --disable_tqdm)
-RNN=(--model_family rnn_seq2seq --preset rnnsearch --optimizer adamw --learning_rate 1e-3)
+        --num_train_epochs 20 --max_time_minutes "$MINUTES" --max_eval_samples 200 --num_beams 5
+        --generation_max_length 64 --seed 1234 --disable_tqdm)
+RNN=(--model_family rnn_seq2seq --preset rnnsearch --optim adamw_torch --learning_rate 1e-3)
 RNN_SIZE="embedding_size=256,hidden_size=256,attention_hidden_size=256,hidden_dropout_prob=0.2,init_range=0.1"
 TRANSFORMER_SIZE="d_model=256,encoder_layers=3,decoder_layers=3,encoder_attention_heads=4,decoder_attention_heads=4"
 TRANSFORMER_SIZE+=",encoder_ffn_dim=1024,decoder_ffn_dim=1024,dropout=0.1"
@@ -37,7 +37,7 @@ train bahdanau "${RNN[@]}" --config_overrides "$RNN_SIZE,attention_score=additiv
 wait
 train luong-general "${RNN[@]}" --config_overrides "$RNN_SIZE,attention_score=general,attention_wiring=luong" &
 train transformer --model_family transformer --preset transformer-base --config_overrides "$TRANSFORMER_SIZE" \
-    --optimizer adamw --adam_beta2 0.98 --adam_epsilon 1e-9 --lr_scheduler noam --warmup_steps 400 \
+    --optim adamw_torch --adam_beta2 0.98 --adam_epsilon 1e-9 --lr_scheduler_type noam --warmup_steps 400 \
     --learning_rate 1.0 &
 wait
 grep -h "sacreBLEU" runs/multi30k-*.log

@@ -22,7 +22,7 @@ finetune_pair() {
   if [ -f "$scratch/all_results.json" ]; then
     echo "reusing $scratch"
   else
-    OMP_NUM_THREADS=1 python training/finetune.py "$@" --preset bert-mini --tokenizer_name_or_path "$model" \
+    OMP_NUM_THREADS=1 python training/finetune.py "$@" --preset bert-mini --tokenizer_name "$model" \
         --output_dir "$scratch" > "$scratch.log" 2>&1 &
   fi
   wait
@@ -82,8 +82,8 @@ with open(sys.argv[1], newline="") as tsv, open(sys.argv[2], "w") as out:
         out.write(row["sentence"].strip() + "\n" + ("\n" if i % 20 == 19 else ""))
 PY
   OMP_NUM_THREADS=2 python training/pretrain_bert.py "$@" --train_file runs/sst2-train-text.txt \
-      --max_seq_length 64 --per_device_train_batch_size 32 --num_train_epochs 100 --max_steps 4000 --max_train_minutes 30 \
-      --optimizer adamw --learning_rate 5e-4 --adam_beta2 0.98 --adam_epsilon 1e-6 --weight_decay 0.01 \
-      --lr_scheduler cosine --warmup_steps 200 --checkpointing_steps 500 --logging_steps 100 --disable_tqdm \
+      --max_seq_length 64 --per_device_train_batch_size 32 --num_train_epochs 100 --max_steps 4000 --max_time_minutes 30 \
+      --optim adamw_torch --learning_rate 5e-4 --adam_beta2 0.98 --adam_epsilon 1e-6 --weight_decay 0.01 \
+      --lr_scheduler_type cosine --warmup_steps 200 --save_steps 500 --logging_steps 100 --disable_tqdm \
       --dataset_label sst2 --output_dir "$output" > "$output.log" 2>&1
 }

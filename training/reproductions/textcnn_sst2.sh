@@ -50,7 +50,7 @@ OMP_NUM_THREADS=1 python tokenizer_scripts/train_tokenizer.py --kind word --lowe
     --vocab_size 30000 --train_file runs/sst2_sentences.txt --output_dir runs/sst2-word-tokenizer
 
 SST2=(--task sequence-classification --model_family textcnn --preset kim2014
-      --tokenizer_name_or_path runs/sst2-word-tokenizer
+      --tokenizer_name runs/sst2-word-tokenizer
       --train_file "$DATA/sst2/train.tsv" --validation_file "$DATA/sst2/dev.tsv" --max_seq_length 64
       --per_device_train_batch_size 50 --per_device_eval_batch_size 256 --learning_rate 1e-3 --weight_decay 0
       --num_train_epochs "$EPOCHS" --eval_strategy epoch --save_strategy no --logging_steps 200

@@ -11,7 +11,7 @@ perplexity and accuracy and the next-sentence accuracy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -24,22 +24,21 @@ from ..core.launch import make_accelerator
 from ..core.loop import TrainingLoop, perplexity, process_share, share_counts
 from .data import SpecialIds, collate_examples, mask_tokens, special_tokens_mask, wordpiece_word_starts
 
+#: the task's values of what neither the command line nor a recipe sets
+BERT_DEFAULTS = {"per_device_train_batch_size": 32, "per_device_eval_batch_size": 64}
+
 
 @dataclass
 class BertPretrainingArguments(EngineArguments):
-    """The engine's arguments plus batching and masking (``mlm_probability`` 0.15, 80/10/10 inside)."""
+    """The loop's arguments plus masking (``mlm_probability`` 0.15, 80/10/10 inside, as ``run_mlm.py``)."""
 
-    per_device_train_batch_size: int = 32
-    eval_batch_size: int = 64
-    mlm_probability: float = 0.15
-    whole_word_masking: bool = False
-    masked_positions_only: bool = True
+    mlm_probability: float = field(default=0.15, metadata={"help": "share of the tokens that are masked"})
+    whole_word_masking: bool = field(default=False, metadata={"help": "mask whole words (all their WordPiece parts)"})
+    masked_positions_only: bool = field(default=True, metadata={"help": (
+        "compute vocabulary logits at the masked positions only (much cheaper)")})
 
-    def __post_init__(self):
-        super().__post_init__()
-        for name in ("per_device_train_batch_size", "eval_batch_size"):
-            if getattr(self, name) < 1:
-                raise invalid(name, getattr(self, name), "an integer >= 1")
+    def check(self):
+        super().check()
         if not 0.0 < self.mlm_probability < 1.0:
             raise invalid("mlm_probability", self.mlm_probability, "a probability in (0, 1)")
 
@@ -119,13 +118,17 @@ class BertPretrainingLoop(TrainingLoop):
 
     def __init__(self, model, tokenizer, train_examples: list[dict], eval_examples: list[dict],
                  args: BertPretrainingArguments, accelerator: Accelerator):
+        args = args.with_recipe(task_defaults=BERT_DEFAULTS)
         self.train_examples, self.eval_examples = train_examples, eval_examples
         fixed = MaskedPairBatches(eval_examples, tokenizer, model.config.vocab_size, batch_size=1, seed=args.seed,
                                   mlm_probability=args.mlm_probability)
-        size = args.eval_batch_size
+        size = args.per_device_eval_batch_size
         self.eval_batches = [fixed.masked(eval_examples[i : i + size], seed=args.seed + i)
                              for i in range(0, len(eval_examples), size)]
         super().__init__(model, tokenizer, args, accelerator)
+
+    def task_defaults(self) -> dict[str, Any]:
+        return BERT_DEFAULTS
 
     def attention_sample(self) -> dict[str, torch.Tensor]:
         """The first held-out sentence pair, unmasked: ``[CLS] A [SEP] B [SEP]``."""
@@ -182,9 +185,10 @@ def pretrain_bert(model, tokenizer, train_examples: list[dict], eval_examples: l
                   args: BertPretrainingArguments, accelerator: Accelerator | None = None,
                   training_data: str | None = None, eval_dataset: str | None = None) -> dict[str, Any]:
     """Pretrain ``model`` (a ``…ForPreTraining``) on sentence-pair examples; returns the final metrics."""
+    args = args.with_recipe(task_defaults=BERT_DEFAULTS)
     accelerator = accelerator or make_accelerator(args)
     return BertPretrainingLoop(model, tokenizer, train_examples, eval_examples, args, accelerator).train(training_data, eval_dataset)
 
 
-__all__ = ["BertPretrainingArguments", "BertPretrainingLoop", "MaskedPairBatches", "evaluate_pretraining",
+__all__ = ["BERT_DEFAULTS", "BertPretrainingArguments", "BertPretrainingLoop", "MaskedPairBatches", "evaluate_pretraining",
            "pretrain_bert"]

@@ -23,7 +23,7 @@ from typing import Any
 from accelerate import PartialState
 
 from ...ngram import SMOOTHINGS, NGramConfig, NGramLanguageModel
-from ..core.cli import add_tokenizer_arguments, configure_logging, load_tokenizer
+from ..core.cli import add_tokenizer_flags, configure_logging, load_tokenizer
 from ..core.text import load_text_splits, tokenize_texts
 
 logger = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--discount", type=_discount,
                        help="Kneser–Ney discount: one number, one per order (comma-separated, unigram first), "
                             "or none to estimate n1/(n1+2 n2) per order (default)")
-    add_tokenizer_arguments(parser, default_kind="char")
+    add_tokenizer_flags(parser, default_kind="char")
     data = parser.add_argument_group("data")
     data.add_argument("--train_file", required=True, help="plain .txt file")
     data.add_argument("--validation_file", help="plain .txt file (None: the end of the training text)")

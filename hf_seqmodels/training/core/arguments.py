@@ -1,98 +1,255 @@
-"""The arguments of a training run."""
+"""The arguments of a training run, in the vocabulary of transformers' ``TrainingArguments``.
+
+Every field that transformers' ``TrainingArguments`` also has carries its name and its meaning (``--optim``,
+``--lr_scheduler_type``, ``--save_steps``, ``--bf16``, ``--eval_strategy``, ``--report_to``...), so a
+command written for transformers' example scripts reads the same here. Only what the loop implements is
+a field: a flag that would be silently ignored does not exist. The package's own additions are few and
+named for what they do: ``max_time_minutes`` (a clean stop on a time cap), ``overwrite_output_dir`` (a
+new run in a folder holding another run's checkpoints; transformers 5 dropped the flag), ``plot``,
+``debug`` (tracebacks for command-line errors).
+
+**Recipes.** The optimisation fields a paper fixes (``optim``, ``learning_rate``, ``lr_scheduler_type``,
+``warmup_steps``, ``weight_decay``, the Adam constants, ``max_grad_norm``, ``num_train_epochs``, the batch
+size and the task's window length) default to ``None``: :meth:`EngineArguments.with_recipe` fills them
+from the preset's training recipe (:func:`hf_seqmodels.registry.training_recipe`), then from
+transformers' defaults. A flag given on the command line always wins. A recipe's learning rate, schedule
+and optimizer constants belong to its optimizer: with another ``--optim`` they are not taken, and the
+optimizer's own defaults apply (SGD's learning rate of 1.0 never reaches AdamW).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
 
 from accelerate.utils import LoggerType
 
 from ...models.config_utils import invalid
-from .schedules import SCHEDULES
+from .schedules import SCHEDULE_KWARGS, SCHEDULES
 
-OPTIMIZERS = ("sgd", "adamw")
-MIXED_PRECISIONS = ("no", "fp16", "bf16")
-TRACKERS = tuple(t.value for t in LoggerType)  # tensorboard, wandb, mlflow, ... and "all"
+OPTIMIZERS = ("sgd", "adamw_torch", "adamw_torch_fused")
+STRATEGIES = ("no", "steps", "epoch")
+#: what a field is when neither the command line nor the recipe sets it (transformers' defaults, except the
+#: learning rate: transformers' 5e-5 suits fine-tuning a pretrained model, not training one from scratch)
+FALLBACKS: dict[str, Any] = {
+    "optim": "adamw_torch", "lr_scheduler_type": "linear", "warmup_steps": 0, "weight_decay": 0.0,
+    "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_epsilon": 1e-8, "max_grad_norm": 1.0, "num_train_epochs": 3.0,
+}
+#: learning rate by optimizer when neither the command line nor a recipe for that optimizer gives one
+DEFAULT_LEARNING_RATES = {"sgd": 1.0, "adamw_torch": 1e-3, "adamw_torch_fused": 1e-3}
+#: recipe values that only hold with the recipe's own optimizer
+OPTIMIZER_BOUND = ("learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "adam_beta1",
+                   "adam_beta2", "adam_epsilon", "weight_decay")
+TRACKERS = tuple(t.value for t in LoggerType)  # accelerate's: tensorboard, wandb, mlflow, ... and "all"
+
+
+def _help(text: str) -> dict[str, Any]:
+    return {"help": text}
 
 
 @dataclass
 class EngineArguments:
-    """What shapes a training run apart from the data and the model (the model's shape is its config).
+    """What shapes a training run apart from the model and the data (see the module docstring).
 
-    ``max_steps`` and ``max_train_minutes`` stop a run early and cleanly (evaluate, checkpoint,
-    save). ``lr_scheduler`` is one of ``"zaremba"`` (``decay_start_epoch``, ``decay_factor``),
-    ``"cosine"`` (``min_lr_ratio``), ``"noam"`` (Vaswani et al. 2017: ``learning_rate`` scales
-    ``d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5)``) or ``"constant"``; the others take
-    a linear ``warmup_steps`` ramp. An update reads ``gradient_accumulation_steps`` batches (the last one
-    of an epoch reads what is left) and all steps and schedules count updates.
-    ``resume_from_checkpoint`` is ``"latest"`` (the newest checkpoint of ``output_dir``, if any) or a
-    checkpoint folder.
+    Epochs, steps and schedules count optimizer updates; an update reads ``gradient_accumulation_steps``
+    batches (the last of an epoch reads what is left). ``num_train_epochs`` may be fractional; ``max_steps``
+    > 0 overrides it. ``warmup_steps``, ``logging_steps``, ``eval_steps`` and ``save_steps`` below 1 are
+    fractions of the total number of updates, as in transformers.
     """
 
-    output_dir: str
-    num_train_epochs: int = 1
-    max_steps: int | None = None
-    max_train_minutes: float | None = None
-    learning_rate: float = 1.0
-    optimizer: str = "sgd"
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_epsilon: float = 1e-8
-    weight_decay: float = 0.0
-    lr_scheduler: str = "constant"
-    decay_start_epoch: int = 4
-    decay_factor: float = 0.5
-    min_lr_ratio: float = 0.0
-    warmup_steps: int = 0
-    gradient_accumulation_steps: int = 1
-    max_grad_norm: float | None = 5.0
-    seed: int = 42
-    checkpointing_steps: int | None = None
-    save_total_limit: int | None = 2
-    resume_from_checkpoint: str | None = None
-    logging_steps: int = 50
-    plot: bool = True
-    generation_max_new_tokens: int = 200
-    mixed_precision: str = "no"
-    use_cpu: bool = False
-    disable_tqdm: bool = False
-    report_to: str = "none"
-    gradient_checkpointing: bool = False
-    torch_compile: bool = False
+    output_dir: str = field(metadata=_help("folder of the checkpoints, the final model, its card, results and plots"))
+    overwrite_output_dir: bool = field(default=False, metadata=_help(
+        "start afresh in an output folder that holds another run's checkpoints (they are deleted)"))
+    do_train: bool = field(default=False, metadata=_help("train (default: train and evaluate when none of "
+                                                         "--do_train/--do_eval/--do_predict is given)"))
+    do_eval: bool = field(default=False, metadata=_help("evaluate on the validation data"))
+    do_predict: bool = field(default=False, metadata=_help("predict the test data after training"))
+    per_device_train_batch_size: int | None = field(default=None, metadata=_help(
+        "batch size per process (default: the preset's recipe)"))
+    per_device_eval_batch_size: int | None = field(default=None, metadata=_help(
+        "evaluation batch size per process (default: the task's)"))
+    gradient_accumulation_steps: int = field(default=1, metadata=_help(
+        "batches per update; their losses are weighted so that the update sees the mean over all their targets"))
+    learning_rate: float | None = field(default=None, metadata=_help(
+        "peak learning rate (default: the recipe's for its optimizer, else 1.0 for sgd and 1e-3 for AdamW)"))
+    weight_decay: float | None = field(default=None, metadata=_help("decoupled weight decay (default: recipe, 0)"))
+    adam_beta1: float | None = field(default=None, metadata=_help("AdamW beta1 (default: recipe, 0.9)"))
+    adam_beta2: float | None = field(default=None, metadata=_help("AdamW beta2 (default: recipe, 0.999)"))
+    adam_epsilon: float | None = field(default=None, metadata=_help("AdamW epsilon (default: recipe, 1e-8)"))
+    max_grad_norm: float | None = field(default=None, metadata=_help(
+        "clip the gradient norm to this; 0 turns clipping off (default: recipe, 1.0)"))
+    num_train_epochs: float | None = field(default=None, metadata=_help("passes over the data (default: recipe, 3)"))
+    max_steps: int = field(default=-1, metadata=_help("> 0: stop after this many updates (overrides the epochs)"))
+    lr_scheduler_type: str | None = field(default=None, metadata=_help(
+        f"one of {', '.join(SCHEDULES)} (default: recipe, linear)"))
+    lr_scheduler_kwargs: str | None = field(default=None, metadata=_help(
+        'the schedule\'s options as JSON, e.g. \'{"decay_start_epoch": 4, "decay_factor": 0.5}\' (zaremba), '
+        '\'{"min_lr_ratio": 0.1}\' (cosine)'))
+    warmup_steps: float | None = field(default=None, metadata=_help(
+        "linear warm-up updates; < 1: a fraction of all updates (noam: the paper's warmup_steps)"))
+    optim: str | None = field(default=None, metadata=_help(f"one of {', '.join(OPTIMIZERS)} (default: recipe)"))
+    logging_steps: float = field(default=500, metadata=_help("log the mean training loss every N updates"))
+    eval_strategy: str = field(default="epoch", metadata=_help(
+        "when to evaluate during training: no, steps (every --eval_steps), epoch; the end of training always "
+        "evaluates when --do_eval"))
+    eval_steps: float | None = field(default=None, metadata=_help("with --eval_strategy steps (default: logging_steps)"))
+    save_strategy: str = field(default="steps", metadata=_help(
+        "when to checkpoint: no, steps (every --save_steps), epoch; the end of training and a stop signal "
+        "always checkpoint"))
+    save_steps: float = field(default=500, metadata=_help("with --save_strategy steps"))
+    save_total_limit: int | None = field(default=None, metadata=_help("keep at most this many checkpoints"))
+    seed: int = field(default=42, metadata=_help("seed of the initialisation, the data order and dropout"))
+    bf16: bool = field(default=False, metadata=_help("bfloat16 mixed precision (accelerate autocast)"))
+    fp16: bool = field(default=False, metadata=_help("float16 mixed precision (GPU only)"))
+    resume_from_checkpoint: str | None = field(default=None, metadata=_help(
+        "'latest' (the newest checkpoint of --output_dir) or a checkpoint folder"))
+    report_to: str = field(default="none", metadata=_help(
+        f"experiment trackers: none, all, or a comma-separated list of {', '.join(TRACKERS)}"))
+    dataloader_num_workers: int = field(default=0, metadata=_help(
+        "worker processes reading batches (tasks that read through a DataLoader)"))
+    torch_compile: bool = field(default=False, metadata=_help("compile the model with torch.compile (inductor)"))
+    gradient_checkpointing: bool = field(default=False, metadata=_help(
+        "recompute activations in the backward pass (Transformer, BERT, recurrent stacks)"))
+    disable_tqdm: bool = field(default=False, metadata=_help("no progress bars"))
+    use_cpu: bool = field(default=False, metadata=_help("train on the CPU even when a GPU is present"))
+    max_time_minutes: float | None = field(default=None, metadata=_help(
+        "stop cleanly after this many minutes of training: checkpoint, evaluate, save the model"))
+    generation_max_length: int | None = field(default=None, metadata=_help(
+        "most new tokens a generation makes: in evaluation with --predict_with_generate and in the saved "
+        "generation_config (default: the task's)"))
+    plot: bool = field(default=True, metadata=_help("write the loss and learning-rate curves (and attention maps)"))
+    debug: bool = field(default=False, metadata=_help("show the traceback of a command-line error"))
 
     def __post_init__(self):
-        for name in ("num_train_epochs", "gradient_accumulation_steps", "logging_steps", "generation_max_new_tokens"):
-            if getattr(self, name) < 1:
-                raise invalid(name, getattr(self, name), "an integer >= 1")
-        for name in ("max_steps", "checkpointing_steps", "save_total_limit"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise invalid(name, getattr(self, name), "None or an integer >= 1")
-        if self.max_train_minutes is not None and self.max_train_minutes <= 0:
-            raise invalid("max_train_minutes", self.max_train_minutes, "None or a positive number of minutes")
-        if self.learning_rate <= 0:
-            raise invalid("learning_rate", self.learning_rate, "a positive number")
-        if self.optimizer not in OPTIMIZERS:
-            raise invalid("optimizer", self.optimizer, "one of " + ", ".join(map(repr, OPTIMIZERS)))
+        self.check()
+
+    # ------------------------------------------------------------------------------------ checks
+    def check(self) -> None:
+        """Raise a ValueError naming the first field whose value is not allowed (unset fields pass)."""
+        positive_ints = ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps",
+                         "generation_max_length")
+        for name in positive_ints:
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise invalid(name, value, "an integer >= 1")
+        for name in ("learning_rate", "adam_epsilon", "num_train_epochs", "logging_steps", "save_steps"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise invalid(name, value, "a positive number")
+        for name in ("weight_decay", "max_grad_norm", "warmup_steps"):
+            value = getattr(self, name)
+            if value is not None and not value >= 0:
+                raise invalid(name, value, "a number >= 0")
         for name in ("adam_beta1", "adam_beta2"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise invalid(name, getattr(self, name), "a number in [0, 1)")
-        if self.adam_epsilon <= 0:
-            raise invalid("adam_epsilon", self.adam_epsilon, "a positive number")
-        if self.lr_scheduler not in SCHEDULES:
-            raise invalid("lr_scheduler", self.lr_scheduler, "one of " + ", ".join(map(repr, SCHEDULES)))
-        if self.max_grad_norm is not None and self.max_grad_norm <= 0:
-            raise invalid("max_grad_norm", self.max_grad_norm, "None (no clipping) or a positive number")
-        if self.mixed_precision not in MIXED_PRECISIONS:
-            raise invalid("mixed_precision", self.mixed_precision, "one of " + ", ".join(map(repr, MIXED_PRECISIONS)))
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value < 1.0:
+                raise invalid(name, value, "a number in [0, 1)")
+        if self.eval_steps is not None and not self.eval_steps > 0:
+            raise invalid("eval_steps", self.eval_steps, "a positive number")
+        if self.max_steps == 0 or self.max_steps < -1:
+            raise invalid("max_steps", self.max_steps, "-1 (the epochs decide) or an integer >= 1")
+        if self.save_total_limit is not None and self.save_total_limit < 1:
+            raise invalid("save_total_limit", self.save_total_limit, "an integer >= 1 (or leave it out: keep all)")
+        if self.max_time_minutes is not None and not self.max_time_minutes > 0:
+            raise invalid("max_time_minutes", self.max_time_minutes, "a positive number of minutes")
+        if self.dataloader_num_workers < 0:
+            raise invalid("dataloader_num_workers", self.dataloader_num_workers, "an integer >= 0")
+        if self.optim is not None and self.optim not in OPTIMIZERS:
+            raise invalid("optim", self.optim, "one of " + ", ".join(OPTIMIZERS))
+        if self.lr_scheduler_type is not None and self.lr_scheduler_type not in SCHEDULES:
+            raise invalid("lr_scheduler_type", self.lr_scheduler_type, "one of " + ", ".join(SCHEDULES))
+        for name in ("eval_strategy", "save_strategy"):
+            if getattr(self, name) not in STRATEGIES:
+                raise invalid(name, getattr(self, name), "one of " + ", ".join(STRATEGIES))
+        if self.bf16 and self.fp16:
+            raise invalid("fp16", True, "False together with --bf16 (one mixed precision at a time)")
         unknown = [name for name in self.trackers if name not in TRACKERS]
         if unknown:
-            raise invalid("report_to", self.report_to, "'none', 'all' or a comma-separated list of "
+            raise invalid("report_to", self.report_to, "'none' or a comma-separated list of "
                           + ", ".join(map(repr, TRACKERS)))
+        self.scheduler_kwargs  # noqa: B018  (checks the JSON and its keys)
 
+    # ------------------------------------------------------------------------------- derived values
     @property
     def trackers(self) -> list[str]:
-        """The experiment trackers of ``report_to`` (``"tensorboard,wandb"`` → two names; ``"none"`` → none)."""
-        names = [name.strip() for name in self.report_to.split(",") if name.strip()]
+        """The trackers of ``report_to`` (``"tensorboard,wandb"`` → two names; ``"none"`` → none; ``"all"``)."""
+        names = [name.strip() for name in str(self.report_to).split(",") if name.strip()]
         return [] if names in ([], ["none"]) else names
 
+    @property
+    def mixed_precision(self) -> str:
+        """accelerate's name of the precision: ``"bf16"``, ``"fp16"`` or ``"no"``."""
+        return "bf16" if self.bf16 else "fp16" if self.fp16 else "no"
 
-__all__ = ["EngineArguments", "MIXED_PRECISIONS", "OPTIMIZERS", "TRACKERS"]
+    @property
+    def scheduler_kwargs(self) -> dict[str, Any]:
+        """``lr_scheduler_kwargs`` as a dict, checked against what ``lr_scheduler_type`` takes."""
+        if not self.lr_scheduler_kwargs:
+            return {}
+        try:
+            kwargs = json.loads(self.lr_scheduler_kwargs) if isinstance(self.lr_scheduler_kwargs, str) \
+                else dict(self.lr_scheduler_kwargs)
+        except json.JSONDecodeError:
+            raise invalid("lr_scheduler_kwargs", self.lr_scheduler_kwargs, "a JSON object") from None
+        if not isinstance(kwargs, dict):
+            raise invalid("lr_scheduler_kwargs", self.lr_scheduler_kwargs, "a JSON object")
+        if self.lr_scheduler_type is not None:
+            allowed = SCHEDULE_KWARGS[self.lr_scheduler_type]
+            extra = sorted(set(kwargs) - set(allowed))
+            if extra:
+                raise invalid("lr_scheduler_kwargs", self.lr_scheduler_kwargs,
+                              f"options of the {self.lr_scheduler_type} schedule: "
+                              + (", ".join(allowed) if allowed else "none"))
+        return kwargs
+
+    @property
+    def clip_norm(self) -> float | None:
+        """The clipping norm, or None when ``max_grad_norm`` is 0 (no clipping)."""
+        return self.max_grad_norm if self.max_grad_norm else None
+
+    def steps(self, name: str, total_steps: int) -> int:
+        """``logging_steps`` / ``eval_steps`` / ``save_steps`` / ``warmup_steps`` in updates (a value below 1 is
+        a fraction of ``total_steps``)."""
+        value = getattr(self, name)
+        if name == "eval_steps" and value is None:
+            value = self.logging_steps
+        if name == "warmup_steps" and value == 0:
+            return 0
+        return max(1, math.ceil(value * total_steps)) if value < 1 else int(value)
+
+    def total_steps(self, updates_per_epoch: int) -> int:
+        """Updates of the whole run: ``max_steps`` when > 0, else ``ceil(num_train_epochs × updates_per_epoch)``."""
+        return self.max_steps if self.max_steps > 0 else max(1, math.ceil(self.num_train_epochs * updates_per_epoch))
+
+    # ------------------------------------------------------------------------------------ recipes
+    def with_recipe(self, recipe: dict[str, Any] | None = None,
+                    task_defaults: dict[str, Any] | None = None) -> EngineArguments:
+        """A copy with every unset field filled: the command line (the fields that are not None), then the
+        ``recipe`` (a preset's), then ``task_defaults``, then :data:`FALLBACKS`. Values the recipe binds to its
+        optimizer are skipped when ``--optim`` chose another one."""
+        recipe = dict(recipe or {})
+        if "bptt" in recipe and "block_size" not in recipe:  # recipes name the TBPTT window as the papers do
+            recipe["block_size"] = recipe.pop("bptt")
+        schedule_options = {k: recipe.pop(k) for k in ("decay_start_epoch", "decay_factor", "min_lr_ratio")
+                            if k in recipe}
+        if schedule_options and "lr_scheduler_kwargs" not in recipe:
+            recipe["lr_scheduler_kwargs"] = json.dumps(schedule_options)
+        names = {f.name for f in dataclasses.fields(self)}
+        optim = self.optim or recipe.get("optim") or FALLBACKS["optim"]
+        if recipe.get("optim", optim) != optim:
+            recipe = {k: v for k, v in recipe.items() if k not in OPTIMIZER_BOUND}
+        filled = {}
+        for source in (recipe, task_defaults or {}, FALLBACKS, {"learning_rate": DEFAULT_LEARNING_RATES[optim]}):
+            for name, value in source.items():
+                if name in names and getattr(self, name) is None and name not in filled:
+                    filled[name] = value
+        return dataclasses.replace(self, **filled)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+__all__ = ["DEFAULT_LEARNING_RATES", "EngineArguments", "FALLBACKS", "OPTIMIZERS", "STRATEGIES", "TRACKERS"]

@@ -21,7 +21,7 @@ def configure_generation(model: torch.nn.Module, tokenizer, max_new_tokens: int)
     generation_config = model.generation_config
     positions = getattr(model.config, "max_position_embeddings", None)
     if model.config.is_encoder_decoder and positions is not None and max_new_tokens >= positions:
-        logger.warning(f"generation_max_new_tokens={max_new_tokens} would take the decoder past "
+        logger.warning(f"generation_max_length={max_new_tokens} would take the decoder past "
                        f"max_position_embeddings={positions}: generating at most {positions - 1} tokens.")
         max_new_tokens = positions - 1  # after decoder_start_token_id
     generation_config.max_new_tokens = max_new_tokens
@@ -47,11 +47,15 @@ def describe_hardware(num_processes: int = 1) -> str:
 
 def engine_card_arguments(args: EngineArguments, num_processes: int = 1) -> dict[str, Any]:
     """The hyper-parameters every model card lists under "Training procedure"."""
-    schedule = f"{args.lr_scheduler}, {args.warmup_steps} warm-up steps"
-    if args.lr_scheduler == "zaremba":
-        schedule += f", x{args.decay_factor} per epoch after epoch {args.decay_start_epoch}"
-    optimizer = f"{args.optimizer} (weight decay {args.weight_decay})"
-    if args.optimizer == "adamw":
+    schedule = f"{args.lr_scheduler_type}, {args.warmup_steps:g} warm-up steps"
+    options = args.scheduler_kwargs
+    if args.lr_scheduler_type == "zaremba":
+        schedule += (f", x{options.get('decay_factor', 0.5)} per epoch after epoch "
+                     f"{options.get('decay_start_epoch', 4)}")
+    elif options:
+        schedule += ", " + ", ".join(f"{k} {v}" for k, v in options.items())
+    optimizer = f"{args.optim} (weight decay {args.weight_decay})"
+    if args.optim != "sgd":
         optimizer += f", betas ({args.adam_beta1}, {args.adam_beta2}), eps {args.adam_epsilon:g}"
     extras = {"gradient accumulation (batches per update)": args.gradient_accumulation_steps
               if args.gradient_accumulation_steps > 1 else None,
@@ -61,9 +65,9 @@ def engine_card_arguments(args: EngineArguments, num_processes: int = 1) -> dict
         "optimizer": optimizer,
         "learning rate": args.learning_rate,
         "schedule": schedule,
-        "gradient clipping (max norm)": args.max_grad_norm,
+        "gradient clipping (max norm)": args.clip_norm,
         "epochs (max)": args.num_train_epochs,
-        "time cap (minutes)": args.max_train_minutes,
+        "time cap (minutes)": args.max_time_minutes,
         "hardware": describe_hardware(num_processes),
         "mixed precision": args.mixed_precision,
         "seed": args.seed,

@@ -1,52 +1,201 @@
-"""What the training command lines share: typed flags from dataclass fields, config overrides,
-logging set-up and the tokenizer (loaded, or trained on the training text)."""
+"""What the training command lines share: parsing (transformers' ``HfArgumentParser``, also from one JSON or
+YAML file), one-line errors, the model and tokenizer arguments, the recipe, the start of a run, config
+overrides, logging set-up and the tokenizer (loaded, or trained on the training text).
+
+Every script's ``main(argv)`` raises on bad input (a ``ValueError`` naming the argument, the value and what
+is allowed); :func:`run_command` is what the command lines call around it: a user's mistake prints one line
+``error: ...`` and exits with status 2, and ``--debug`` (or ``HF_SEQMODELS_DEBUG=1``) shows the traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import logging
+import os
+import sys
 import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from accelerate import Accelerator
 from accelerate.logging import get_logger
+from transformers import HfArgumentParser
 
 from ...hub import SOURCE_TOKENIZER_FOLDER
+from ...tokenization import TOKENIZER_KINDS
+from .arguments import EngineArguments
+from .launch import make_accelerator
+from .run_files import claim_output_dir
 
 logger = get_logger(__name__)
 
 TOKENIZER_FIELDS = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
                     "source_vocab_size")
 
-ENGINE_HELP = {
-    "output_dir": "folder for checkpoints, the final model, tokenizer, history and plot",
-    "num_train_epochs": "passes over the training data",
-    "max_steps": "stop after this many updates (caps the epochs)",
-    "max_train_minutes": "stop cleanly (evaluate, checkpoint, save) after this many minutes",
-    "optimizer": "sgd or adamw",
-    "lr_scheduler": "zaremba, cosine, noam or constant",
-    "decay_start_epoch": "zaremba: epochs at the initial learning rate",
-    "decay_factor": "zaremba: factor applied each later epoch",
-    "min_lr_ratio": "cosine: final learning rate / initial",
-    "warmup_steps": "linear warm-up updates (noam: the paper's warmup_steps)",
-    "gradient_accumulation_steps": "batches per update: the gradients of N batches are summed, their losses weighted "
-                                   "so that the update sees the mean over all their targets (the effective batch is "
-                                   "N x batch size x processes)",
-    "max_grad_norm": "clip the gradient norm to this (none: no clipping)",
-    "checkpointing_steps": "also checkpoint every N updates (checkpoints are always written at epoch ends)",
-    "save_total_limit": "keep at most this many checkpoints (none: all)",
-    "resume_from_checkpoint": "'latest' or a checkpoint folder",
-    "generation_max_new_tokens": "max_new_tokens of the saved generation_config",
-    "mixed_precision": "no, fp16 or bf16 (accelerate)",
-    "use_cpu": "force the CPU even when a GPU is present",
-    "report_to": "experiment trackers (accelerate): none, all, or a list such as tensorboard,wandb; "
-                 "they write under OUTPUT_DIR/runs",
-    "gradient_checkpointing": "recompute activations in the backward pass: each layer (Transformer, BERT), each "
-                              "recurrent stack (RNN, LSTM, GRU models); not the NNLM",
-    "torch_compile": "compile the model with torch.compile (inductor) before training",
-}
+#: what a user can get wrong on a command line: printed as one line by :func:`run_command`
+USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
+
+
+class CommandLineParser(HfArgumentParser):
+    """``HfArgumentParser`` whose errors are one line, ``error: ...``, with exit status 2."""
+
+    def error(self, message: str):
+        print(f"error: {message} (see --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def run_command(main: Callable[[list[str] | None], Any], argv: Sequence[str] | None = None) -> int:
+    """Run a script's ``main``; a user error (:data:`USER_ERRORS`) prints ``error: ...`` and returns 2, unless
+    ``--debug`` is on the command line or ``HF_SEQMODELS_DEBUG`` is set, which show the traceback."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        main(argv)
+    except USER_ERRORS as error:
+        if "--debug" in argv or os.environ.get("HF_SEQMODELS_DEBUG", "") not in ("", "0"):
+            raise
+        message = str(error.args[0]) if isinstance(error, KeyError) else str(error)
+        print(f"error: {' '.join(message.split())}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def parse_command_line(types: tuple[type, ...], argv: Sequence[str] | None, description: str) -> tuple:
+    """The dataclasses ``types`` filled from ``argv``, or from its only item when that is a ``.json``/``.yaml``
+    file of arguments (as transformers' example scripts accept)."""
+    parser = CommandLineParser(types, description=description)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) == 1 and argv[0].endswith((".json", ".yaml", ".yml")):
+        if not Path(argv[0]).is_file():
+            raise FileNotFoundError(f"Arguments file {argv[0]!r} does not exist.")
+        if argv[0].endswith(".json"):
+            return tuple(parser.parse_json_file(json_file=argv[0]))
+        return tuple(parser.parse_yaml_file(yaml_file=argv[0]))
+    return tuple(parser.parse_args_into_dataclasses(args=argv))
+
+
+def merged(*dataclass_objects) -> SimpleNamespace:
+    """One namespace with the fields of all the parsed dataclasses (the model, data and training arguments)."""
+    values: dict[str, Any] = {}
+    for obj in dataclass_objects:
+        values.update({f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)})
+    return SimpleNamespace(**values)
+
+
+def tokenizer_fields(default_kind: str) -> list[tuple[str, type, Any]]:
+    """The tokenizer arguments every script shares, as ``make_dataclass`` fields: a saved tokenizer
+    (``--tokenizer_name``) or the settings of one trained on the training text."""
+    help_ = lambda text: {"help": text}  # noqa: E731
+    return [
+        ("tokenizer_name", str | None, field(default=None, metadata=help_(
+            "a saved tokenizer folder (default: the model's, else one trained on the training text)"))),
+        ("tokenizer_kind", str, field(default=default_kind, metadata=help_(
+            f"kind of a trained tokenizer: {', '.join(TOKENIZER_KINDS)}"))),
+        ("vocab_size", int | None, field(default=None, metadata=help_("vocabulary size of a trained tokenizer"))),
+        ("min_frequency", int | None, field(default=None, metadata=help_("minimum count of a trained token"))),
+        ("lowercase", bool, field(default=False, metadata=help_("a trained tokenizer lowercases its input"))),
+    ]
+
+
+def add_tokenizer_flags(parser: argparse.ArgumentParser, default_kind: str) -> None:
+    """:func:`tokenizer_fields` as flags of a plain ``argparse`` parser (the scripts that do not train by gradient
+    descent and so take no training arguments)."""
+    group = parser.add_argument_group("tokenizer")
+    for name, kind, spec in tokenizer_fields(default_kind):
+        if kind is bool:
+            group.add_argument(f"--{name}", action="store_true", help=spec.metadata["help"])
+        else:
+            convert = int if kind == int | None else str
+            group.add_argument(f"--{name}", type=convert, default=spec.default, help=spec.metadata["help"])
+
+
+def model_arguments(families: dict[str, type], default_family: str, default_tokenizer_kind: str,
+                    examples: str, source_tokenizer: bool = False) -> type:
+    """The model and tokenizer arguments of a script whose model families are ``families`` (name → config
+    class), as a dataclass for :func:`parse_command_line`; names as in transformers' example scripts, plus
+    ``--model_family``/``--preset`` and the tokenizer-training options."""
+    help_ = lambda text: {"help": text}  # noqa: E731
+    fields = [
+        ("model_name_or_path", str | None, field(default=None, metadata=help_(
+            "a saved model folder to continue from (its config and weights)"))),
+        ("model_family", str, field(default=default_family, metadata=help_(
+            f"family of a new model: {', '.join(sorted(families))}"))),
+        ("preset", str | None, field(default=None, metadata=help_(
+            f"named config and training recipe of --model_family (e.g. {examples}; `hf-seqmodels presets` lists them)"))),
+        ("config_name", str | None, field(default=None, metadata=help_(
+            "a config (folder or config.json) of a new model, instead of --preset"))),
+        ("config_overrides", str | None, field(default=None, metadata=help_(
+            'comma-separated config fields of a new model, e.g. "hidden_size=512,cell_type=gru"'))),
+        *tokenizer_fields(default_tokenizer_kind),
+        ("trust_remote_code", bool, field(default=False, metadata=help_("allow a Hub model's own code"))),
+    ]
+    if source_tokenizer:
+        fields += [
+            ("separate_vocabularies", bool, field(default=False, metadata=help_(
+                "one tokenizer per side (source, target) instead of one shared one; the source tokenizer is saved "
+                f"in OUTPUT_DIR/{SOURCE_TOKENIZER_FOLDER}/"))),
+            ("source_tokenizer_name", str | None, field(default=None, metadata=help_(
+                "a saved source-side tokenizer (implies --separate_vocabularies)"))),
+            ("source_vocab_size", int | None, field(default=None, metadata=help_(
+                "vocabulary size of a trained source tokenizer (default: --vocab_size)"))),
+        ]
+
+    def check(self) -> None:
+        if self.model_family not in families:
+            raise ValueError(f"Invalid `--model_family`={self.model_family!r}: expected one of "
+                             f"{', '.join(sorted(families))}.")
+        if self.tokenizer_kind not in TOKENIZER_KINDS:
+            raise ValueError(f"Invalid `--tokenizer_kind`={self.tokenizer_kind!r}: expected one of "
+                             f"{', '.join(TOKENIZER_KINDS)}.")
+        if self.model_name_or_path or self.config_name:
+            return
+        if not self.preset:
+            raise ValueError("Give --preset (a named config of --model_family), --config_name or --model_name_or_path.")
+        config_class = families[self.model_family]
+        if self.preset not in config_class.PRESETS:
+            raise ValueError(f"Invalid `--preset`={self.preset!r} for --model_family {self.model_family}: expected "
+                             f"one of {', '.join(config_class.available_presets())}.")
+        parse_config_overrides(self.config_overrides, config_class)
+
+    return dataclasses.make_dataclass("ModelArguments", fields, namespace={"__post_init__": check})
+
+
+def family_recipe(model_args, families: dict[str, type]) -> dict[str, Any]:
+    """The training recipe of the model the arguments describe: the preset's, or the family's default for a
+    model loaded from --model_name_or_path / built from --config_name (:func:`hf_seqmodels.registry.training_recipe`)."""
+    from ...registry import family_of, training_recipe
+
+    source = model_args.model_name_or_path or model_args.config_name
+    if source:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(source, trust_remote_code=model_args.trust_remote_code)
+        try:
+            return training_recipe(family_of(config).name, None)
+        except ValueError:  # a model of another library (a Hub BERT): transformers' defaults
+            return {}
+    return training_recipe(model_args.model_family, model_args.preset)
+
+
+def start_run(training_args: EngineArguments) -> Accelerator:
+    """The run's ``Accelerator``, after the output-folder rule (:func:`.run_files.claim_output_dir`), checked by
+    the main process before anything is written into the folder."""
+    accelerator = make_accelerator(training_args)
+    if accelerator.is_main_process:
+        claim_output_dir(training_args.output_dir, training_args.resume_from_checkpoint,
+                         training_args.overwrite_output_dir)
+    accelerator.wait_for_everyone()
+    return accelerator
+
+
+def default_actions(training_args: EngineArguments) -> EngineArguments:
+    """``--do_train --do_eval`` when none of ``--do_train/--do_eval/--do_predict`` is given."""
+    if not (training_args.do_train or training_args.do_eval or training_args.do_predict):
+        training_args.do_train = training_args.do_eval = True
+    return training_args
 
 
 def parse_typed(name: str, raw: str, annotation: str) -> Any:
@@ -88,23 +237,9 @@ def parse_config_overrides(text: str | None, config_class: type) -> dict[str, An
     return overrides
 
 
-def check_model_arguments(args: argparse.Namespace, families: dict[str, type]) -> dict[str, Any]:
-    """Fail fast (before any data is read) on a missing preset or a bad override; returns the overrides."""
-    if args.model_name_or_path:
-        return {}
-    if not args.preset:
-        raise ValueError("Give --preset (a named config of --model_family) or --model_name_or_path.")
-    if args.model_family not in families:
-        raise ValueError(f"Invalid `--model_family`={args.model_family!r}: expected one of {', '.join(families)}.")
-    config_class = families[args.model_family]
-    if args.preset not in config_class.PRESETS:
-        raise ValueError(f"Invalid `--preset`={args.preset!r} for --model_family {args.model_family}: expected one of "
-                         f"{', '.join(config_class.available_presets())}.")
-    return parse_config_overrides(args.config_overrides, config_class)
-
-
 def build_model(args, tokenizer, families: dict[str, type], auto_class, **config_kwargs):
-    """A fresh ``auto_class`` model from --model_family/--preset/--config_overrides, or --model_name_or_path's.
+    """A fresh ``auto_class`` model from --model_family/--preset (or --config_name) with --config_overrides, or
+    --model_name_or_path's.
 
     ``args`` is the parsed flags or any object with those fields (e.g. fine-tuning's model arguments);
     ``config_kwargs`` (a head's ``num_labels``, ``id2label``, ...) go to the config either way."""
@@ -115,9 +250,17 @@ def build_model(args, tokenizer, families: dict[str, type], auto_class, **config
             raise ValueError(f"The model's vocab_size={model.config.vocab_size} is smaller than the tokenizer's "
                              f"{len(tokenizer)} tokens: give the tokenizer the model was trained with.")
         return bind_tokenizer(model, tokenizer)
-    overrides = check_model_arguments(args, families)
-    config = families[args.model_family].from_preset(args.preset, **overrides, **tokenizer_config_fields(tokenizer),
-                                                     **config_kwargs)
+    if getattr(args, "config_name", None):
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(args.config_name, trust_remote_code=getattr(args, "trust_remote_code", False))
+        overrides = parse_config_overrides(args.config_overrides, type(config))
+        config = type(config).from_dict({**config.to_dict(), **overrides, **tokenizer_config_fields(tokenizer),
+                                         **config_kwargs})
+    else:
+        overrides = parse_config_overrides(args.config_overrides, families[args.model_family])
+        config = families[args.model_family].from_preset(args.preset, **overrides, **tokenizer_config_fields(tokenizer),
+                                                         **config_kwargs)
     return bind_tokenizer(auto_class.from_config(config), tokenizer)
 
 
@@ -127,38 +270,6 @@ def bind_tokenizer(model, tokenizer):
     if hasattr(model, "bind_tokenizer"):
         model.bind_tokenizer(tokenizer)
     return model
-
-
-def add_model_arguments(parser: argparse.ArgumentParser, families: dict[str, type], default: str, examples: str) -> None:
-    model = parser.add_argument_group("model")
-    model.add_argument("--model_family", choices=sorted(families), default=default)
-    model.add_argument("--preset", help=f"named preset of the family's config (e.g. {examples})")
-    model.add_argument("--config_overrides", help='comma-separated config fields, e.g. "hidden_size=512,cell_type=gru"')
-    model.add_argument("--model_name_or_path", help="an existing model folder to continue training instead")
-
-
-def add_engine_arguments(parser: argparse.ArgumentParser, args_class: type, help_texts: dict[str, str]) -> None:
-    """One flag per field of the dataclass ``args_class`` (``--no-x`` turns a boolean off; ``none`` unsets)."""
-    group = parser.add_argument_group(f"training engine ({args_class.__name__})")
-    for f in dataclasses.fields(args_class):
-        annotation = str(f.type)
-        help_text = help_texts.get(f.name, ENGINE_HELP.get(f.name, f.name.replace("_", " ")))
-        if annotation == "bool":
-            group.add_argument(f"--{f.name}", action=argparse.BooleanOptionalAction, default=f.default, help=help_text)
-            continue
-        default = f.default if f.default is not dataclasses.MISSING else None
-        group.add_argument(f"--{f.name}", type=lambda raw, n=f.name, a=annotation: parse_typed(n, raw, a),
-                           default=default, required=f.default is dataclasses.MISSING, help=help_text)
-
-
-def engine_arguments(args: argparse.Namespace, args_class: type):
-    """The ``args_class`` dataclass filled from the parsed flags of :func:`add_engine_arguments`."""
-    return args_class(**{f.name: getattr(args, f.name) for f in dataclasses.fields(args_class)})
-
-
-def add_dataset_label_argument(group) -> None:
-    group.add_argument("--dataset_label", help="the name of the evaluation data in the model card's model-index "
-                       "metadata (default: --dataset_name, or the name of the folder holding the training file)")
 
 
 def dataset_label(args) -> str | None:
@@ -234,49 +345,23 @@ def finish_processes(accelerator: Accelerator) -> None:
 
 def load_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerator: Accelerator,
                    add_bert_special_tokens: bool = False, **special_token_switches: bool):
-    """The tokenizer of --tokenizer_name_or_path, of --model_name_or_path, or one trained on ``train_texts``
+    """The tokenizer of --tokenizer_name, of --model_name_or_path, or one trained on ``train_texts``
     (with ``[CLS]``/``[SEP]``/``[MASK]`` when ``add_bert_special_tokens``, with the template that
     ``special_token_switches`` choose)."""
     from transformers import AutoTokenizer
 
-    source = args.tokenizer_name_or_path or args.model_name_or_path
+    source = args.tokenizer_name or args.model_name_or_path
     if source:
         return AutoTokenizer.from_pretrained(source)
     return _train_tokenizer(args, train_texts, accelerator, add_bert_special_tokens, **special_token_switches)
 
 
-def add_tokenizer_arguments(parser: argparse.ArgumentParser, default_kind: str) -> None:
-    tok = parser.add_argument_group("tokenizer")
-    tok.add_argument("--tokenizer_name_or_path", help="an existing tokenizer folder")
-    tok.add_argument("--tokenizer_kind", default=default_kind,
-                     help="kind of tokenizer to train: char, word, bpe, wordpiece, unigram")
-    tok.add_argument("--vocab_size", type=int, help="vocabulary size of a trained tokenizer (None: train_tokenizer's)")
-    tok.add_argument("--min_frequency", type=int,
-                     help="minimum count of a token of a trained tokenizer (None: train_tokenizer's)")
-    tok.add_argument("--lowercase", action="store_true",
-                     help="a trained tokenizer lowercases its input (an uncased vocabulary, built into its normalizer)")
-
-
-def add_source_tokenizer_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags of encoder-decoders whose source side has a tokenizer (and vocabulary) of its own."""
-    tok = parser.add_argument_group("source tokenizer (separate source and target vocabularies)")
-    tok.add_argument("--separate_vocabularies", action="store_true",
-                     help="one tokenizer for the source side and one for the target side (trained on their own "
-                          "side, or loaded) instead of one shared tokenizer; the source tokenizer is saved in "
-                          f"output_dir/{SOURCE_TOKENIZER_FOLDER}/")
-    tok.add_argument("--source_tokenizer_name_or_path",
-                     help="an existing source-side tokenizer folder (implies --separate_vocabularies); "
-                          "--tokenizer_name_or_path then names the target side's")
-    tok.add_argument("--source_vocab_size", type=int,
-                     help="vocabulary size of a trained source tokenizer (None: --vocab_size)")
-
-
 def uses_separate_vocabularies(args: argparse.Namespace) -> bool:
     """Whether the flags ask for a source tokenizer of its own: --separate_vocabularies,
-    --source_tokenizer_name_or_path, or a --model_name_or_path folder with a source tokenizer."""
+    --source_tokenizer_name, or a --model_name_or_path folder with a source tokenizer."""
     model_folder = Path(args.model_name_or_path) if args.model_name_or_path else None
     from_model = model_folder is not None and (model_folder / SOURCE_TOKENIZER_FOLDER).is_dir()
-    separate = bool(args.separate_vocabularies or args.source_tokenizer_name_or_path or from_model)
+    separate = bool(args.separate_vocabularies or args.source_tokenizer_name or from_model)
     if args.source_vocab_size is not None and not separate:
         raise ValueError(f"Invalid `--source_vocab_size`={args.source_vocab_size}: it sizes a separate source "
                          "tokenizer; add --separate_vocabularies, or leave it out for one shared vocabulary.")
@@ -289,19 +374,19 @@ SEQ2SEQ_TEMPLATE = {"add_bos_token": False, "add_eos_token": True}
 
 
 def load_source_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerator: Accelerator):
-    """The source-side tokenizer of --source_tokenizer_name_or_path, of --model_name_or_path's
+    """The source-side tokenizer of --source_tokenizer_name, of --model_name_or_path's
     ``source_tokenizer/`` subfolder, or one trained on ``train_texts`` (the source side) with
     --source_vocab_size tokens (default --vocab_size) and saved in ``output_dir/source_tokenizer/``
     (reused when resuming)."""
     from transformers import AutoTokenizer
 
-    if args.source_tokenizer_name_or_path:
-        return AutoTokenizer.from_pretrained(args.source_tokenizer_name_or_path)
+    if args.source_tokenizer_name:
+        return AutoTokenizer.from_pretrained(args.source_tokenizer_name)
     if args.model_name_or_path:
         folder = Path(args.model_name_or_path) / SOURCE_TOKENIZER_FOLDER
         if not folder.is_dir():
             raise ValueError(f"--model_name_or_path {args.model_name_or_path!r} has no {SOURCE_TOKENIZER_FOLDER}/ "
-                             "folder: give the source tokenizer with --source_tokenizer_name_or_path.")
+                             "folder: give the source tokenizer with --source_tokenizer_name.")
         return AutoTokenizer.from_pretrained(folder)
     vocab_size = args.source_vocab_size if args.source_vocab_size is not None else args.vocab_size
     return _train_tokenizer(args, train_texts, accelerator, subfolder=SOURCE_TOKENIZER_FOLDER, vocab_size=vocab_size,
@@ -315,23 +400,28 @@ def tokenizer_config_fields(tokenizer) -> dict[str, Any]:
 
 
 __all__ = [
-    "ENGINE_HELP",
-    "finish_processes",
+    "CommandLineParser",
+    "SEQ2SEQ_TEMPLATE",
     "TOKENIZER_FIELDS",
-    "add_engine_arguments",
-    "add_source_tokenizer_arguments",
-    "add_tokenizer_arguments",
-    "add_model_arguments",
+    "USER_ERRORS",
+    "add_tokenizer_flags",
     "build_model",
-    "check_model_arguments",
     "configure_logging",
     "continued_from",
-    "engine_arguments",
-    "SEQ2SEQ_TEMPLATE",
+    "dataset_label",
+    "default_actions",
+    "family_recipe",
+    "finish_processes",
     "load_source_tokenizer",
     "load_tokenizer",
+    "merged",
+    "model_arguments",
+    "parse_command_line",
     "parse_config_overrides",
     "parse_typed",
+    "run_command",
+    "start_run",
     "tokenizer_config_fields",
+    "tokenizer_fields",
     "uses_separate_vocabularies",
 ]

@@ -38,7 +38,7 @@ def make_accelerator(args: EngineArguments) -> Accelerator:
                               log_with=args.trackers or None, project_dir=str(Path(args.output_dir) / "runs"),
                               kwargs_handlers=handlers)
     if args.mixed_precision == "fp16" and accelerator.device.type == "cpu":  # accelerate would silently run fp32
-        raise invalid("mixed_precision", "fp16", "'bf16' or 'no' on a CPU (fp16 autocast needs a GPU)")
+        raise invalid("fp16", True, "False on a CPU (fp16 autocast needs a GPU; --bf16 works on CPUs)")
     if (accelerator.distributed_type == DistributedType.MULTI_CPU
             and os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"):
         shard_on_cpu(accelerator)

@@ -26,7 +26,6 @@ import inspect
 import math
 import signal
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +52,7 @@ from .checkpointing import (
 )
 from .launch import make_accelerator
 from .plotting import plot_attention, plot_loss_curves, write_history
+from .run_files import record_arguments, save_metrics, write_trainer_state
 from .schedules import build_scheduler
 from .signals import STOP_SIGNALS, StopSignals, TrainingInterrupted
 
@@ -62,12 +62,14 @@ SELF_ATTENTION_PLOT = "self_attention.png"
 
 
 def build_optimizer(model: torch.nn.Module, args: EngineArguments) -> torch.optim.Optimizer:
-    """Plain SGD (Zaremba et al.) or AdamW (Adam with ``weight_decay=0``) over the trainable parameters."""
+    """``--optim``: plain SGD (Zaremba et al.) or AdamW (``adamw_torch_fused``: torch's fused kernel where the
+    device has one) over the trainable parameters."""
     params = [p for p in model.parameters() if p.requires_grad]
-    if args.optimizer == "sgd":
+    if args.optim == "sgd":
         return torch.optim.SGD(params, lr=args.learning_rate, weight_decay=args.weight_decay)
+    fused = args.optim == "adamw_torch_fused" and all(p.device.type in ("cuda", "cpu", "mps") for p in params)
     return torch.optim.AdamW(params, lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
-                             eps=args.adam_epsilon, weight_decay=args.weight_decay)
+                             eps=args.adam_epsilon, weight_decay=args.weight_decay, **({"fused": True} if fused else {}))
 
 
 def model_width(model: torch.nn.Module) -> int | None:
@@ -100,6 +102,8 @@ class TrainingLoop:
     """One training run; :meth:`run` is the whole loop. Subclasses implement the four task hooks."""
 
     plot_title = "Training"
+    #: whether the task reads its batches through a ``DataLoader`` (``--dataloader_num_workers``)
+    uses_dataloader = False
 
     def __init__(self, model, tokenizer, args: EngineArguments, accelerator: Accelerator):
         self.deepspeed = accelerator.distributed_type == DistributedType.DEEPSPEED
@@ -108,7 +112,13 @@ class TrainingLoop:
             raise NotImplementedError(
                 "The training engine shards models with FSDP2 only (fsdp_version: 2 in the accelerate config, as "
                 "in training/configs/fsdp.yaml): FSDP1 wraps the model, so evaluation and generation on it differ.")
+        args = args.with_recipe(task_defaults=self.task_defaults())  # what neither the caller nor a recipe set
         self.args, self.accelerator, self.tokenizer = args, accelerator, tokenizer
+        #: evaluate during and at the end of training (transformers: an eval_strategy other than "no" sets do_eval)
+        self.evaluating = args.do_eval or args.eval_strategy != "no"
+        if args.dataloader_num_workers and not self.uses_dataloader:
+            raise invalid("dataloader_num_workers", args.dataloader_num_workers,
+                          f"0 for {type(self).__name__}, whose batches are slices of tensors already in memory")
         self.model_class = type(model)  # FSDP2 changes the class of the model it shards
         if args.gradient_checkpointing:
             if not getattr(model, "supports_gradient_checkpointing", False):
@@ -119,23 +129,26 @@ class TrainingLoop:
             enable()
         self.batches = self.build_batches(model)
         self.updates_per_epoch = math.ceil(len(self.batches) / args.gradient_accumulation_steps)
-        total = args.num_train_epochs * self.updates_per_epoch
-        self.total_steps = min(total, args.max_steps) if args.max_steps else total
+        self.total_steps = args.total_steps(self.updates_per_epoch)
+        self.logging_steps, self.eval_steps, self.save_steps = (
+            args.steps(name, self.total_steps) for name in ("logging_steps", "eval_steps", "save_steps"))
         optimizer = build_optimizer(model, args)
         self.model, self.optimizer = accelerator.prepare(model, optimizer)
         if args.torch_compile:  # here rather than accelerate's dynamo_backend, which a second Accelerator ignores
             self.model = torch.compile(self.model)
             logger.info("The model is compiled with torch.compile (inductor); the first updates include compiling.")
         self.scheduler = build_scheduler(
-            self.optimizer, args.lr_scheduler, total_steps=self.total_steps, steps_per_epoch=self.updates_per_epoch,
-            warmup_steps=args.warmup_steps, decay_start_epoch=args.decay_start_epoch,
-            decay_factor=args.decay_factor, min_lr_ratio=args.min_lr_ratio, d_model=model_width(model),
+            self.optimizer, args.lr_scheduler_type, total_steps=self.total_steps,
+            steps_per_epoch=self.updates_per_epoch, warmup_steps=args.steps("warmup_steps", self.total_steps),
+            d_model=model_width(model), **args.scheduler_kwargs,
         )
         self.state = TrainerState(num_processes=accelerator.num_processes, windows_per_epoch=len(self.batches),
                                   gradient_accumulation_steps=args.gradient_accumulation_steps, sharded=self.sharded,
                                   deepspeed=self.deepspeed)
         self.carried = None  # what a task carries from one batch to the next (the TBPTT state)
         self.eval_dataset: str | None = None  # the held-out data's name on the model card
+        self.final_results: dict[str, Any] = {}  # what train() returned
+        self.training_data: str | None = None  # the model card's sentence about the data
         self.tokens_seen = 0
         self.last_lr = args.learning_rate
         self.last_checkpoint_step = -1
@@ -183,6 +196,10 @@ class TrainingLoop:
                 self.accelerator.unwrap_model(self.model).state_dict().items()}
 
     # ---- the task hooks
+    def task_defaults(self) -> dict[str, Any]:
+        """Values of the task's fields that neither the command line nor a recipe set (e.g. the batch size)."""
+        return {}
+
     def build_batches(self, model):
         """This process's batches of one epoch: ``len()`` and ``batch(index, epoch)``."""
         raise NotImplementedError
@@ -228,8 +245,8 @@ class TrainingLoop:
                 self.accelerator.backward(loss, **({"scale_wrt_gas": False} if self.deepspeed else {}))
             total = total + loss.detach()
             self.tokens_seen += num_tokens * self.accelerator.num_processes
-        if self.args.max_grad_norm is not None:
-            self.accelerator.clip_grad_norm_(self.model.parameters(), self.args.max_grad_norm)
+        if self.args.clip_norm is not None:
+            self.accelerator.clip_grad_norm_(self.model.parameters(), self.args.clip_norm)
         self.optimizer.step()
         self.last_lr = self.scheduler.get_last_lr()[0]  # the rate this update used
         self.scheduler.step()
@@ -242,14 +259,20 @@ class TrainingLoop:
     def _record_loss(self, loss: float) -> None:
         self.state.train_loss_sum += loss
         self.state.train_loss_count += 1
+        self.state.pending_losses.append(loss)
+        if self.state.global_step % self.logging_steps == 0:
+            self.flush_losses()
+
+    def flush_losses(self) -> None:
+        """Log the mean of the losses not logged yet (also the last steps of a run, at its end)."""
         pending = self.state.pending_losses
-        pending.append(loss)
-        if self.state.global_step % self.args.logging_steps == 0:
-            record = {"step": self.state.global_step, "epoch": self._epoch_progress(),
-                      "train_loss": sum(pending) / len(pending), "learning_rate": self.last_lr}
-            self.record(record)
-            logger.info(f"step {record['step']}: train_loss={record['train_loss']:.4f} lr={record['learning_rate']:.4g}")
-            pending.clear()
+        if not pending:
+            return
+        record = {"step": self.state.global_step, "epoch": self._epoch_progress(),
+                  "train_loss": sum(pending) / len(pending), "learning_rate": self.last_lr}
+        self.record(record)
+        logger.info(f"step {record['step']}: train_loss={record['train_loss']:.4f} lr={record['learning_rate']:.4g}")
+        pending.clear()
 
     def record(self, record: dict[str, Any]) -> None:
         """Add ``record`` to the history (``training_history.json``, the loss curve) and send it to the
@@ -322,12 +345,17 @@ class TrainingLoop:
                     f"batch {self.state.window}/{len(self.batches)}")
 
     def out_of_time(self, started: float) -> bool:
-        """True on every process as soon as one of them passed ``max_train_minutes``."""
-        if self.args.max_train_minutes is None:
+        """True on every process as soon as one of them passed ``max_time_minutes`` (said once, in the log)."""
+        if self.args.max_time_minutes is None:
             return False
-        late = float(time.monotonic() - started > 60.0 * self.args.max_train_minutes)
+        late = float(time.monotonic() - started > 60.0 * self.args.max_time_minutes)
         flag = torch.tensor(late, device=self.accelerator.device)
-        return self.accelerator.reduce(flag, reduction="sum").item() > 0
+        if self.accelerator.reduce(flag, reduction="sum").item() == 0:
+            return False
+        logger.warning(f"Time cap of {self.args.max_time_minutes:g} minutes reached after step {self.state.global_step} "
+                       f"of {self.total_steps}: stopping; checkpointing, evaluating and saving the model. Continue "
+                       "with --resume_from_checkpoint latest and a larger --max_time_minutes.")
+        return True
 
     def stop_signal(self) -> int:
         """The stop signal one of the processes received (the largest number), 0 if none; the same on all."""
@@ -365,19 +393,28 @@ class TrainingLoop:
             progress.set_postfix(loss=f"{loss:.3f}", epoch=self.state.epoch)
             if self.state.window == len(self.batches):
                 return False
-            if self.args.checkpointing_steps and self.state.global_step % self.args.checkpointing_steps == 0:
-                self.save_checkpoint()
+            self.maybe_evaluate_and_save("steps")
             if self.done() or self.out_of_time(started):
                 return True
         return False
+
+    def maybe_evaluate_and_save(self, moment: str) -> None:
+        """Evaluate and checkpoint where ``--eval_strategy`` / ``--save_strategy`` ask: ``moment`` is ``"steps"``
+        (after an update) or ``"epoch"`` (at an epoch's end)."""
+        step = self.state.global_step
+        due = {"steps": lambda every: step % every == 0, "epoch": lambda every: True}[moment]
+        if self.evaluating and self.args.eval_strategy == moment and due(self.eval_steps):
+            self.evaluate()
+            self.write_curves()
+        if self.args.save_strategy == moment and due(self.save_steps):
+            self.save_checkpoint()
 
     def end_epoch(self) -> None:
         self.state.epoch += 1
         self.state.window = 0
         self.carried = None  # every epoch starts from a fresh state
-        self.evaluate()
-        self.write_curves()
-        self.save_checkpoint()
+        self.maybe_evaluate_and_save("epoch")
+        self.maybe_evaluate_and_save("steps")  # an epoch's last update counts for the step interval too
 
     def run(self) -> dict[str, Any]:
         """Train to the end (or the time cap) and checkpoint; a stop signal raises :class:`TrainingInterrupted`."""
@@ -386,7 +423,7 @@ class TrainingLoop:
             warn_if_low_disk_space(self.args.output_dir, self.accelerator.unwrap_model(self.model), self.optimizer)
         if not self.args.trackers:
             return self._run()
-        hyper = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in asdict(self.args).items()}
+        hyper = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in self.args.to_dict().items()}
         self.accelerator.init_trackers(Path(self.args.output_dir).name or "run", config=hyper)
         try:
             return self._run()
@@ -400,14 +437,15 @@ class TrainingLoop:
             progress = tqdm(total=self.total_steps, initial=self.state.global_step, desc="Training",
                             disable=self.args.disable_tqdm or not self.accelerator.is_local_main_process)
             with contextlib.closing(progress):
-                while self.state.epoch < self.args.num_train_epochs and not self.done():
+                while not self.done():
                     if self.train_epoch(progress, started):
                         break
                     self.end_epoch()
             train_seconds = time.monotonic() - started
             if signum := self.stop_signal():
                 self.interrupt(signum)
-            if self.last_eval_step != self.state.global_step:
+            self.flush_losses()
+            if self.evaluating and self.last_eval_step != self.state.global_step:
                 self.evaluate()
             self.save_checkpoint()
             self.write_curves()
@@ -419,7 +457,7 @@ class TrainingLoop:
         count = self.state.train_loss_count
         return {
             "train_loss": self.state.train_loss_sum / count if count else math.nan,
-            **self.last_eval,
+            **(self.last_eval or {}),
             "steps": self.state.global_step,
             "epochs": self._epoch_progress(),
             "train_runtime_seconds": train_seconds,
@@ -436,7 +474,7 @@ class TrainingLoop:
         model = self.gathered_model()
         if accelerator.is_main_process:
             if model.can_generate():
-                configure_generation(model, self.tokenizer, self.args.generation_max_new_tokens)
+                configure_generation(model, self.tokenizer, self.args.generation_max_length)
             model.save_pretrained(self.args.output_dir)
             if self.tokenizer is not None:
                 self.tokenizer.save_pretrained(self.args.output_dir)
@@ -447,6 +485,26 @@ class TrainingLoop:
             write_run_model_card(self.args.output_dir, model, self.tokenizer, results, hyper, training_data,
                                  **card_kwargs)
         accelerator.wait_for_everyone()
+
+    def evaluate_only(self) -> dict[str, float]:
+        """``--do_eval`` without ``--do_train``: the metrics of the model as it is, saved as ``eval_results.json``."""
+        results = self.evaluate()
+        if self.accelerator.is_main_process:
+            Path(self.args.output_dir).mkdir(parents=True, exist_ok=True)
+            save_metrics(self.args.output_dir, "eval", results)
+        return results
+
+    def write_results(self, results: dict[str, Any]) -> None:
+        """``train_results.json``, ``eval_results.json``, ``all_results.json`` and ``trainer_state.json``."""
+        output_dir = self.args.output_dir
+        save_metrics(output_dir, "train", {k: v for k, v in results.items() if not k.startswith("eval_")})
+        evaluation = {k: v for k, v in results.items() if k.startswith("eval_")}
+        if evaluation:
+            save_metrics(output_dir, "eval", evaluation)
+        write_trainer_state(output_dir, global_step=self.state.global_step, epoch=self._epoch_progress(),
+                            max_steps=self.total_steps, num_train_epochs=self.args.num_train_epochs,
+                            history=self.state.history, logging_steps=self.logging_steps, eval_steps=self.eval_steps,
+                            save_steps=self.save_steps, train_batch_size=self.args.per_device_train_batch_size)
 
     @torch.no_grad()
     def plot_self_attention(self, model) -> str | None:
@@ -471,20 +529,25 @@ class TrainingLoop:
         return "Self-attention of the last layer on a held-out example (rows: queries, columns: keys)"
 
     def train(self, training_data: str | None = None, eval_dataset: str | None = None) -> dict[str, Any]:
-        """Run, save the final model, and return the results. ``training_data`` describes the data on the
-        model card; ``eval_dataset`` names the held-out data in its ``model-index`` metadata."""
+        """Run, save the final model and the results files, and return the results. ``training_data`` describes
+        the data on the model card; ``eval_dataset`` names the held-out data in its ``model-index`` metadata."""
         self.eval_dataset = eval_dataset
         Path(self.args.output_dir).mkdir(parents=True, exist_ok=True)
+        if self.accelerator.is_main_process:
+            record_arguments(self.args.output_dir, self.args.to_dict(),
+                             resuming=self.args.resume_from_checkpoint is not None)
         sharding = " (FSDP2: parameters, gradients and optimizer state sharded)" if self.sharded else ""
         if self.deepspeed:
             stage = self.accelerator.state.deepspeed_plugin.zero_stage
             sharding = f" (DeepSpeed ZeRO stage {stage})"
         logger.info(f"Training {self.model_class.__name__} on {self.accelerator.num_processes} process(es){sharding}: "
                     f"{len(self.batches)} batches/epoch, {self.args.gradient_accumulation_steps} per update, "
-                    f"{self.total_steps} updates; {asdict(self.args)}")
+                    f"{self.total_steps} updates; {self.args.to_dict()}")
         results = self.run()
         self.final_results, self.training_data = results, training_data
         self.save_final_model(results, training_data)
+        if self.accelerator.is_main_process:
+            self.write_results(results)
         logger.info(f"Done: {results}")
         return results
 

@@ -1,14 +1,17 @@
 """Learning-rate schedules as ``LambdaLR`` factors: ``lr(step) = learning_rate * factor(step)``.
 
 ``step`` counts optimizer updates (0 for the first update), so a schedule is exact when training
-resumes in the middle of an epoch. Four schedules:
+resumes in the middle of an epoch. Five schedules (``lr_scheduler_type``; the keyword arguments of
+``lr_scheduler_kwargs`` in brackets):
 
-* ``"zaremba"`` (Zaremba et al. 2014): constant for ``decay_start_epoch`` epochs, then multiplied
+* ``"linear"`` (transformers' default): from 1 after warmup down to 0 at ``total_steps``.
+
+* ``"zaremba"`` (Zaremba et al. 2014) [``decay_start_epoch``, ``decay_factor``]: constant for ``decay_start_epoch`` epochs, then multiplied
   by ``decay_factor`` at the start of every further epoch:
   ``factor = decay_factor ** max(0, epoch - decay_start_epoch + 1)`` with ``epoch = step // steps_per_epoch``
   (0-based). The "small" setup (lr 1, 4 epochs constant, then halve) is
   ``decay_start_epoch=4, decay_factor=0.5``.
-* ``"cosine"``: ``factor = min_lr_ratio + (1 - min_lr_ratio) * (1 + cos(pi * progress)) / 2`` where
+* ``"cosine"`` [``min_lr_ratio``]: ``factor = min_lr_ratio + (1 - min_lr_ratio) * (1 + cos(pi * progress)) / 2`` where
   ``progress`` runs from 0 after warmup to 1 at ``total_steps``.
 * ``"noam"`` (Vaswani et al. 2017, eq. 3): ``factor = d_model^-0.5 * min(s^-0.5, s * warmup_steps^-1.5)``
   with ``s = step + 1``; the learning rate rises linearly for ``warmup_steps`` updates, then falls
@@ -29,7 +32,10 @@ from torch.optim.lr_scheduler import LambdaLR
 
 from ...models.config_utils import invalid as _invalid
 
-SCHEDULES = ("zaremba", "cosine", "noam", "constant")
+SCHEDULES = ("linear", "cosine", "constant", "zaremba", "noam")
+#: the ``lr_scheduler_kwargs`` each schedule takes
+SCHEDULE_KWARGS = {"linear": (), "cosine": ("min_lr_ratio",), "constant": (), "zaremba": ("decay_start_epoch", "decay_factor"),
+                   "noam": ()}
 
 LRFactor = Callable[[int], float]
 
@@ -70,6 +76,15 @@ def zaremba_factor(steps_per_epoch: int, decay_start_epoch: int, decay_factor: f
         return decay_factor ** max(0, epoch - decay_start_epoch + 1)
 
     return factor
+
+
+def linear_factor(total_steps: int, warmup_steps: int = 0) -> LRFactor:
+    """From 1 (after warmup) linearly down to 0 at ``total_steps`` (transformers' ``"linear"``)."""
+    if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps < 1:
+        raise _invalid("total_steps", total_steps, "an integer >= 1")
+    _check_non_negative_int("warmup_steps", warmup_steps)
+    decay_steps = max(1, total_steps - warmup_steps)
+    return lambda step: max(0.0, 1.0 - max(0, step - warmup_steps) / decay_steps)
 
 
 def cosine_factor(total_steps: int, warmup_steps: int = 0, min_lr_ratio: float = 0.0) -> LRFactor:
@@ -116,7 +131,9 @@ def lr_factor(
     d_model: int | None = None,
 ) -> LRFactor:
     """The factor function of schedule ``name`` (one of ``SCHEDULES``), warmup included."""
-    if name == "zaremba":
+    if name == "linear":
+        base = linear_factor(total_steps, warmup_steps)
+    elif name == "zaremba":
         base = zaremba_factor(steps_per_epoch, decay_start_epoch, decay_factor)
     elif name == "cosine":
         base = cosine_factor(total_steps, warmup_steps, min_lr_ratio)
@@ -125,7 +142,7 @@ def lr_factor(
     elif name == "constant":
         base = constant_factor()
     else:
-        raise _invalid("lr_scheduler", name, "one of " + ", ".join(repr(s) for s in SCHEDULES))
+        raise _invalid("lr_scheduler_type", name, "one of " + ", ".join(repr(s) for s in SCHEDULES))
     return with_warmup(base, warmup_steps)
 
 
@@ -136,6 +153,8 @@ def build_scheduler(optimizer: torch.optim.Optimizer, name: str, **kwargs) -> La
 
 __all__ = [
     "SCHEDULES",
+    "SCHEDULE_KWARGS",
+    "linear_factor",
     "build_scheduler",
     "constant_factor",
     "cosine_factor",

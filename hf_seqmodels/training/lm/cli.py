@@ -1,6 +1,9 @@
-"""Command line of ``training/train_lm.py``: train an NNLM or RNN language model on a text.
+"""Command line of ``training/train_lm.py``: train an NNLM, RNN/LSTM/GRU (TBPTT) or Transformer causal LM.
 
-Examples (the same command runs on one process, under ``accelerate launch`` or ``torchrun``)::
+The flags are transformers' (``TrainingArguments`` and the model/data arguments of its ``run_clm.py``
+example), plus ``--model_family``/``--preset`` for a new model; the preset's training recipe fills what
+the command line leaves out. The same command runs on one process, under ``accelerate launch`` or
+``torchrun``::
 
     python training/train_lm.py --train_file hf_seqmodels/data/tiny_shakespeare.txt \\
         --tokenizer_kind char --model_family rnn --preset char-rnn \\
@@ -8,13 +11,12 @@ Examples (the same command runs on one process, under ``accelerate launch`` or `
 
     ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 training/train_lm.py ...
 
-The engine's options are generated from the fields of :class:`LMTrainingArguments`, so every field
-is a flag of the same name (``--no-plot`` turns a boolean off; ``none`` unsets an optional value).
+A single ``.json`` or ``.yaml`` file of arguments works too: ``python training/train_lm.py args.yaml``.
 """
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,66 +26,62 @@ from transformers import AutoModelForCausalLM
 
 from ...models import NNLMConfig, RNNConfig, TransformerLMConfig
 from ..core.cli import (
-    add_dataset_label_argument,
-    add_engine_arguments,
-    add_model_arguments,
-    add_tokenizer_arguments,
     build_model,
-    check_model_arguments,
     configure_logging,
     continued_from,
     dataset_label,
-    engine_arguments,
+    default_actions,
+    family_recipe,
     finish_processes,
     load_tokenizer,
+    merged,
+    model_arguments,
+    parse_command_line,
+    start_run,
 )
-from ..core.launch import make_accelerator
 from ..core.text import load_text_splits, tokenize_texts
-from .trainer import LMTrainingArguments, train_causal_lm
+from .trainer import LM_DEFAULTS, LMTrainingArguments, LMTrainingLoop
 
 logger = get_logger(__name__)
 
 MODEL_FAMILIES = {"nnlm": NNLMConfig, "rnn": RNNConfig, "transformer_lm": TransformerLMConfig}
-
-LM_HELP = {
-    "num_train_epochs": "passes over the training streams",
-    "per_device_train_batch_size": "stream rows per process; the global batch is this × processes",
-    "bptt": "tokens per truncated-BPTT window (the Transformer LM's context length)",
-    "eval_batch_size": "rows the validation stream is cut into (1 scores every token in one stream)",
-    "shuffle_windows": "NNLM only: read fixed (context + bptt) windows in a random order",
-}
+ModelArguments = model_arguments(MODEL_FAMILIES, "rnn", "char", "tiny, zaremba-small, bengio-2003, gpt-1")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of ``training/train_lm.py``: model, tokenizer, data and engine options."""
-    parser = argparse.ArgumentParser(description="Train an NNLM, RNN/LSTM/GRU (TBPTT) or Transformer causal language model.",
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    add_model_arguments(parser, MODEL_FAMILIES, "rnn", "tiny, zaremba-small, bengio-2003")
-    add_tokenizer_arguments(parser, default_kind="char")
-    data = parser.add_argument_group("data")
-    data.add_argument("--train_file", help="plain .txt file: the whole file is one stream")
-    data.add_argument("--validation_file", help="plain .txt file (None: the end of the training text)")
-    data.add_argument("--dataset_name", help="a datasets name (instead of --train_file)")
-    data.add_argument("--dataset_config_name")
-    add_dataset_label_argument(data)
-    data.add_argument("--text_column", default="text")
-    data.add_argument("--validation_split_percentage", type=float, default=10.0,
-                      help="without validation text: the last N %% of the training text (by characters)")
-    data.add_argument("--preprocessing_num_workers", type=int, default=None)
-    add_engine_arguments(parser, LMTrainingArguments, LM_HELP)
-    return parser
+@dataclass
+class DataArguments:
+    """The text: plain files or a ``datasets`` dataset (names of transformers' ``run_clm.py``)."""
+
+    train_file: str | None = field(default=None, metadata={"help": "a plain .txt file: the whole file is one stream"})
+    validation_file: str | None = field(default=None, metadata={
+        "help": "a plain .txt file (default: the last --validation_split_percentage of the training text)"})
+    dataset_name: str | None = field(default=None, metadata={"help": "a datasets name (instead of --train_file)"})
+    dataset_config_name: str | None = field(default=None, metadata={"help": "the dataset's configuration"})
+    dataset_label: str | None = field(default=None, metadata={
+        "help": "the data's name in the model card's model-index (default: --dataset_name or the training file's folder)"})
+    text_column: str = field(default="text", metadata={"help": "the dataset's text column"})
+    validation_split_percentage: float = field(default=10.0, metadata={
+        "help": "without validation text: the last N % of the training text (by characters)"})
+    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "processes that tokenise"})
 
 
-# --------------------------------------------------------------------------- pieces of main
+def parse_arguments(argv: list[str] | None = None):
+    """``(model_args, data_args, training_args)`` of ``argv``, the training arguments completed by the recipe."""
+    model_args, data_args, training_args = parse_command_line(
+        (ModelArguments, DataArguments, LMTrainingArguments), argv,
+        "Train an NNLM, RNN/LSTM/GRU (truncated BPTT) or Transformer causal language model.")
+    if data_args.train_file is None and data_args.dataset_name is None:
+        raise ValueError("Give --train_file (a .txt file) or --dataset_name (a datasets name).")
+    training_args = default_actions(training_args.with_recipe(family_recipe(model_args, MODEL_FAMILIES), LM_DEFAULTS))
+    return model_args, data_args, training_args
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Parse ``argv``, load text and tokenizer, build the model and train it; returns the results dict."""
-    args = build_parser().parse_args(argv)
+    """Parse ``argv``, load text and tokenizer, build the model, train and/or evaluate; returns the results."""
+    model_args, data_args, training_args = parse_arguments(argv)
+    args = merged(model_args, data_args, training_args)
     configure_logging()
-    training_args = engine_arguments(args, LMTrainingArguments)
-    check_model_arguments(args, MODEL_FAMILIES)
-    accelerator = make_accelerator(training_args)  # sets up the processes of `accelerate launch` / torchrun
+    accelerator = start_run(training_args)  # sets up the processes of `accelerate launch` / torchrun
     texts = load_text_splits(args.train_file, args.validation_file, args.dataset_name, args.dataset_config_name,
                              args.text_column, args.validation_split_percentage)
     tokenizer = load_tokenizer(args, texts.train, accelerator)
@@ -93,21 +91,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     eval_ids = tokenize_texts(texts.validation, tokenizer, num_proc=args.preprocessing_num_workers)
     logger.info(f"{type(model).__name__} with {model.num_parameters():,} parameters; "
                 f"{train_ids.numel():,} training and {eval_ids.numel():,} validation tokens.")
-    results = train_causal_lm(model, tokenizer, train_ids, eval_ids, training_args, accelerator,
-                              training_data=describe_data(args, tokenizer) + continued_from(args),
-                              eval_dataset=dataset_label(args))
+    loop = LMTrainingLoop(model, tokenizer, train_ids, eval_ids, training_args, accelerator)
+    if training_args.do_train:
+        results = loop.train(describe_data(args, tokenizer) + continued_from(args), dataset_label(args))
+    else:
+        results = loop.evaluate_only()
     finish_processes(accelerator)
     return results
 
 
-def describe_data(args: argparse.Namespace, tokenizer) -> str:
+def describe_data(args, tokenizer) -> str:
     """One sentence for the model card: which text, which split, which tokenizer."""
     source = f"`{Path(args.train_file).name}`" if args.train_file else f"the `{args.dataset_name}` dataset"
     validation = (f"validated on `{Path(args.validation_file).name}`" if args.validation_file else
                   f"validated on the last {args.validation_split_percentage:g} % of its characters")
-    how = (f"a tokenizer from `{args.tokenizer_name_or_path}`" if args.tokenizer_name_or_path
+    how = (f"a tokenizer from `{args.tokenizer_name}`" if args.tokenizer_name
            else f"a {args.tokenizer_kind}-level tokenizer trained on the training text")
     return f"Trained on {source}, {validation}; {len(tokenizer)} tokens, {how}."
 
 
-__all__ = ["MODEL_FAMILIES", "build_parser", "main"]
+__all__ = ["DataArguments", "MODEL_FAMILIES", "ModelArguments", "main", "parse_arguments"]

@@ -17,7 +17,7 @@ loop's (:mod:`..core.loop`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -33,25 +33,30 @@ from ..core.launch import make_accelerator
 from ..core.loop import TrainingLoop, perplexity, process_share
 from .data import ShuffledContextWindows, StreamWindows, Window, batchify, shard_rows
 
+#: the task's values of what neither the command line nor a recipe sets
+LM_DEFAULTS = {"per_device_train_batch_size": 20, "per_device_eval_batch_size": 10, "block_size": 35,
+               "generation_max_length": 200}
+
 
 @dataclass
 class LMTrainingArguments(EngineArguments):
-    """The engine's arguments plus the layout of the TBPTT streams.
+    """The loop's arguments plus the layout of the TBPTT streams.
 
-    Batch sizes count *stream rows*; one update reads ``per_device_train_batch_size × bptt`` tokens
-    per process. ``shuffle_windows`` (NNLM only) reads fixed windows in a random order.
+    Batch sizes count *stream rows*; one update reads ``per_device_train_batch_size × block_size`` tokens
+    per process; ``per_device_eval_batch_size`` is the number of rows the validation stream is cut into.
+    ``shuffle_windows`` (NNLM only) reads fixed windows in a random order.
     """
 
-    per_device_train_batch_size: int = 20
-    bptt: int = 35
-    eval_batch_size: int = 10
-    shuffle_windows: bool = False
+    block_size: int | None = field(default=None, metadata={"help": (
+        "tokens per training window: the truncated-BPTT length of a recurrent model, the context of a Transformer "
+        "LM (default: recipe, 35)")})
+    shuffle_windows: bool = field(default=False, metadata={"help": (
+        "NNLM only: read fixed (context + block_size) windows in a random order")})
 
-    def __post_init__(self):
-        super().__post_init__()
-        for name in ("per_device_train_batch_size", "bptt", "eval_batch_size"):
-            if getattr(self, name) < 1:
-                raise invalid(name, getattr(self, name), "an integer >= 1")
+    def check(self):
+        super().check()
+        if self.block_size is not None and (isinstance(self.block_size, bool) or self.block_size < 1):
+            raise invalid("block_size", self.block_size, "an integer >= 1")
 
 
 def build_train_windows(train_ids: torch.Tensor, args: LMTrainingArguments, model: torch.nn.Module,
@@ -60,13 +65,13 @@ def build_train_windows(train_ids: torch.Tensor, args: LMTrainingArguments, mode
     global_batch = args.per_device_train_batch_size * num_processes
     if not args.shuffle_windows:
         streams = shard_rows(batchify(train_ids, global_batch), process_index, num_processes)  # (B/P, N)
-        return StreamWindows(streams, args.bptt)
+        return StreamWindows(streams, args.block_size)
     context_size = getattr(model.config, "context_size", None)
     if context_size is None:
         raise invalid("shuffle_windows", True, "False for a model whose state is not its last n-1 tokens "
                       f"(only the NNLM can read windows out of order; got {type(model).__name__})")
     return ShuffledContextWindows(
-        train_ids, context_size=context_size, block_size=args.bptt, global_batch_size=global_batch,
+        train_ids, context_size=context_size, block_size=args.block_size, global_batch_size=global_batch,
         process_index=process_index, num_processes=num_processes, seed=args.seed, fill_id=model.context_fill_id,
     )
 
@@ -98,7 +103,7 @@ def stream_nll(model: torch.nn.Module, windows: StreamWindows, device: torch.dev
     return total, count
 
 
-def evaluate_causal_lm(model: torch.nn.Module, eval_ids: torch.Tensor, *, batch_size: int = 10, bptt: int = 35,
+def evaluate_causal_lm(model: torch.nn.Module, eval_ids: torch.Tensor, *, batch_size: int = 10, block_size: int = 35,
                        accelerator: Accelerator | None = None) -> dict[str, float]:
     """Validation loss (nats/token) and perplexity of ``eval_ids`` ``(L,)`` cut into ``batch_size`` rows.
 
@@ -108,7 +113,7 @@ def evaluate_causal_lm(model: torch.nn.Module, eval_ids: torch.Tensor, *, batch_
     rows = batchify(eval_ids, batch_size)  # (B_eval, N)
     rank, world = process_share(accelerator)
     device = accelerator.device if accelerator else next(model.parameters()).device
-    total, count = stream_nll(model, StreamWindows(shard_rows(rows, rank, world), bptt), device)
+    total, count = stream_nll(model, StreamWindows(shard_rows(rows, rank, world), block_size), device)
     sums = torch.tensor([total, float(count)], dtype=torch.float64, device=device)
     if accelerator is not None and world > 1:
         sums = accelerator.reduce(sums, reduction="sum")
@@ -120,7 +125,7 @@ def card_training_args(args: LMTrainingArguments, num_processes: int = 1) -> dic
     """The hyper-parameters a language model's card lists under "Training procedure"."""
     return {**engine_card_arguments(args, num_processes),
             "streams per batch (global)": args.per_device_train_batch_size * num_processes,
-            "BPTT length": args.bptt}
+            "window (BPTT) length": args.block_size}
 
 
 class LMTrainingLoop(TrainingLoop):
@@ -132,6 +137,9 @@ class LMTrainingLoop(TrainingLoop):
                  args: LMTrainingArguments, accelerator: Accelerator):
         self.train_ids, self.eval_ids, self.stateful = train_ids, eval_ids, is_stateful(model)
         super().__init__(model, tokenizer, args, accelerator)
+
+    def task_defaults(self) -> dict[str, Any]:
+        return LM_DEFAULTS
 
     def attention_sample(self) -> dict[str, torch.Tensor]:
         """The first 32 held-out tokens."""
@@ -165,7 +173,7 @@ class LMTrainingLoop(TrainingLoop):
         return [size / sum(sizes) for size in sizes]
 
     def evaluate_metrics(self, model) -> dict[str, float]:
-        return evaluate_causal_lm(model, self.eval_ids, batch_size=self.args.eval_batch_size, bptt=self.args.bptt,
+        return evaluate_causal_lm(model, self.eval_ids, batch_size=self.args.per_device_eval_batch_size, block_size=self.args.block_size,
                                   accelerator=self.eval_accelerator)
 
     def card_arguments(self) -> dict[str, Any]:
@@ -187,11 +195,13 @@ def train_causal_lm(model: torch.nn.Module, tokenizer, train_ids: torch.Tensor, 
     The model, tokenizer, generation config, checkpoints, ``training_history.json`` and
     ``loss_curve.png`` are written to ``args.output_dir``.
     """
+    args = args.with_recipe(task_defaults=LM_DEFAULTS)
     accelerator = accelerator or make_accelerator(args)
     return LMTrainingLoop(model, tokenizer, train_ids, eval_ids, args, accelerator).train(training_data, eval_dataset)
 
 
 __all__ = [
+    "LM_DEFAULTS",
     "LMTrainingArguments",
     "LMTrainingLoop",
     "build_train_windows",

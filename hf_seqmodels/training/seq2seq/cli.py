@@ -1,28 +1,30 @@
 """Command line of ``training/train_seq2seq.py``: train a translation model on a parallel corpus.
 
-Examples (the same command runs on one process, under ``accelerate launch`` or ``torchrun``)::
+The flags are transformers' (``Seq2SeqTrainingArguments`` and the data arguments of its
+``run_translation.py``), plus ``--model_family``/``--preset`` for a new model. The same command runs on
+one process, under ``accelerate launch`` or ``torchrun``::
 
     python training/train_seq2seq.py \\
         --train_source_file data/train.en.gz --train_target_file data/train.de.gz \\
         --validation_source_file data/val.en.gz --validation_target_file data/val.de.gz \\
         --model_family rnn_seq2seq --preset rnnsearch --output_dir runs/rnnsearch
 
-    python training/train_seq2seq.py --train_file train.tsv --source_field en --target_field de ...
+    python training/train_seq2seq.py --train_file train.tsv --source_lang en --target_lang de ...
 
 A shared source/target tokenizer is trained on both sides of the training corpus unless
-``--tokenizer_name_or_path`` names one. With ``--separate_vocabularies`` the source and the target
-each get a tokenizer of their own (trained on their side, or loaded with
-``--source_tokenizer_name_or_path`` / ``--tokenizer_name_or_path``); the model's encoder then has
-``source_vocab_size`` embeddings, and the source tokenizer is saved in ``output_dir/source_tokenizer/``
-next to the target tokenizer at the top (which decodes ``generate()``'s output). At the end the model translates ``--test_*`` (or the
-validation set) with beam search, reports sacreBLEU, writes the translations and an attention heatmap
-of the first sentence, and saves a Hub-ready folder.
+``--tokenizer_name`` names one. With ``--separate_vocabularies`` the source and the target each get a
+tokenizer of their own (trained on their side, or loaded with ``--source_tokenizer_name`` /
+``--tokenizer_name``); the model's encoder then has ``source_vocab_size`` embeddings, and the source
+tokenizer is saved in ``output_dir/source_tokenizer/`` next to the target tokenizer at the top (which
+decodes ``generate()``'s output). ``--do_predict`` translates ``--test_*`` with beam search (progress bar),
+reports sacreBLEU in ``predict_results.json``, writes the translations and an attention heatmap of the
+first sentence; without a test set the validation set is translated at the end of training.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+from dataclasses import field, make_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,27 +37,27 @@ from ...registry import FAMILIES
 from ..core.cards import engine_card_arguments, write_run_model_card
 from ..core.cli import (
     SEQ2SEQ_TEMPLATE,
-    add_dataset_label_argument,
-    add_engine_arguments,
-    add_model_arguments,
-    add_source_tokenizer_arguments,
-    add_tokenizer_arguments,
     build_model,
-    check_model_arguments,
     configure_logging,
     continued_from,
     dataset_label,
-    engine_arguments,
+    default_actions,
+    family_recipe,
     finish_processes,
     load_source_tokenizer,
     load_tokenizer,
+    merged,
+    model_arguments,
+    parse_command_line,
+    parse_config_overrides,
+    start_run,
     tokenizer_config_fields,
     uses_separate_vocabularies,
 )
-from ..core.launch import make_accelerator
 from ..core.plotting import plot_attention
+from ..core.run_files import save_metrics
 from .data import ParallelCorpus, encode_corpus, load_parallel_dataset, read_parallel_corpus
-from .trainer import Seq2SeqTrainingArguments, Seq2SeqTrainingLoop, evaluate_bleu
+from .trainer import SEQ2SEQ_DEFAULTS, Seq2SeqTrainingArguments, Seq2SeqTrainingLoop, evaluate_bleu
 
 logger = get_logger(__name__)
 
@@ -64,45 +66,58 @@ MODEL_FAMILIES = {config.model_type.removeprefix("hfsm_"): config
 SPLITS = ("train", "validation", "test")
 ATTENTION_PLOT = "attention.png"
 
-SEQ2SEQ_HELP = {
-    "per_device_train_batch_size": "sentence pairs per process (unless --max_tokens_per_batch)",
-    "max_tokens_per_batch": "padded tokens per global batch, batching by length (replaces sentence counts)",
-    "eval_bleu_samples": "translate only the first N validation sentences for BLEU (none: all)",
-}
+ModelArguments = model_arguments(MODEL_FAMILIES, "rnn_seq2seq", "bpe", "tiny, rnnsearch, luong-general, transformer-base",
+                                 source_tokenizer=True)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of ``training/train_seq2seq.py``: model, tokenizer, data and engine options."""
-    parser = argparse.ArgumentParser(description="Train an attention RNN encoder-decoder or a Transformer for "
-                                     "translation.", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    add_model_arguments(parser, MODEL_FAMILIES, "rnn_seq2seq", "tiny, rnnsearch, luong-general, transformer-base")
-    add_tokenizer_arguments(parser, default_kind="bpe")
-    add_source_tokenizer_arguments(parser)
-    data = parser.add_argument_group("data")
-    for split in SPLITS:
-        data.add_argument(f"--{split}_file", help=f"{split} pairs: a .tsv or .jsonl file (optionally .gz)")
-        data.add_argument(f"--{split}_source_file", help=f"{split} source sentences, one per line (or --{split}_file)")
-        data.add_argument(f"--{split}_target_file", help=f"{split} target sentences, line-aligned with the source")
-    data.add_argument("--source_field", default="source", help="TSV column or JSON key of the source (0 for no header)")
-    data.add_argument("--target_field", default="target", help="TSV column or JSON key of the target (1 for no header)")
-    data.add_argument("--dataset_name", help="a datasets name (instead of files), e.g. bentrevett/multi30k")
-    data.add_argument("--dataset_config_name")
-    add_dataset_label_argument(data)
-    data.add_argument("--max_train_samples", type=int, help="use only the first N training pairs")
-    add_engine_arguments(parser, Seq2SeqTrainingArguments, SEQ2SEQ_HELP)
-    return parser
+def _split_fields(split: str) -> list:
+    help_ = {"train": "training", "validation": "held-out", "test": "test"}[split]
+    return [
+        (f"{split}_file", str | None, field(default=None, metadata={
+            "help": f"{help_} pairs: a .tsv or .jsonl file (optionally .gz)"})),
+        (f"{split}_source_file", str | None, field(default=None, metadata={
+            "help": f"{help_} source sentences, one per line (instead of --{split}_file)"})),
+        (f"{split}_target_file", str | None, field(default=None, metadata={
+            "help": f"{help_} target sentences, line-aligned with the source"})),
+    ]
 
 
-def load_split(args: argparse.Namespace, split: str) -> ParallelCorpus | None:
-    """The corpus of ``split`` from its file(s) or from --dataset_name; None when none is given."""
+DataArguments = make_dataclass("DataArguments", [
+    *(item for split in SPLITS for item in _split_fields(split)),
+    ("source_lang", str, field(default="source", metadata={"help": (
+        "the source's TSV column (a number for a file without a header) or JSON key; a language code also reads "
+        '{"translation": {"en": ...}} records as run_translation.py does')})),
+    ("target_lang", str, field(default="target", metadata={"help": "the target's column or key"})),
+    ("dataset_name", str | None, field(default=None, metadata={
+        "help": "a datasets name instead of files, e.g. bentrevett/multi30k"})),
+    ("dataset_config_name", str | None, field(default=None, metadata={"help": "the dataset's configuration"})),
+    ("dataset_label", str | None, field(default=None, metadata={
+        "help": "the data's name in the model card's model-index (default: --dataset_name or the training file's folder)"})),
+    ("max_train_samples", int | None, field(default=None, metadata={"help": "use the first N training pairs"})),
+    ("max_eval_samples", int | None, field(default=None, metadata={"help": "use the first N held-out pairs"})),
+    ("max_predict_samples", int | None, field(default=None, metadata={"help": "translate the first N test pairs"})),
+])
+
+
+def load_split(args, split: str) -> ParallelCorpus | None:
+    """The corpus of ``split`` from its file(s) or from --dataset_name (its first --max_*_samples pairs);
+    None when none is given."""
     file, source, target = (getattr(args, f"{split}_{k}") for k in ("file", "source_file", "target_file"))
     if file or source or target:
-        return read_parallel_corpus(file, source_file=source, target_file=target,
-                                    source_field=args.source_field, target_field=args.target_field)
-    if args.dataset_name:
-        return load_parallel_dataset(args.dataset_name, args.dataset_config_name, split, args.source_field,
-                                     args.target_field)
-    return None
+        corpus = read_parallel_corpus(file, source_file=source, target_file=target,
+                                      source_field=args.source_lang, target_field=args.target_lang)
+    elif args.dataset_name:
+        corpus = load_parallel_dataset(args.dataset_name, args.dataset_config_name, split, args.source_lang,
+                                       args.target_lang)
+    else:
+        return None
+    limit = getattr(args, {"train": "max_train_samples", "validation": "max_eval_samples",
+                           "test": "max_predict_samples"}[split])
+    if limit is not None:
+        if limit < 1:
+            raise ValueError(f"Invalid `--max_{split}_samples`={limit}: expected an integer >= 1.")
+        corpus = ParallelCorpus(corpus.sources[:limit], corpus.targets[:limit])
+    return corpus
 
 
 def write_translations(output_dir: str, name: str, sources: list[str], hypotheses: list[str],
@@ -146,14 +161,15 @@ def report_test_set(loop: Seq2SeqTrainingLoop, corpus: ParallelCorpus, name: str
                           drop_longer=False)
     bleu, hypotheses = evaluate_bleu(model, loop.tokenizer, pairs, corpus.targets,
                                      accelerator=loop.eval_accelerator,
-                                     pad_token_id=loop.source_tokenizer.pad_token_id, batch_size=args.eval_batch_size,
-                                     num_beams=args.eval_num_beams, max_new_tokens=args.eval_max_new_tokens)
+                                     pad_token_id=loop.source_tokenizer.pad_token_id, batch_size=args.per_device_eval_batch_size,
+                                     num_beams=args.num_beams, max_new_tokens=args.generation_max_length,
+                                     disable_tqdm=args.disable_tqdm or not acc.is_local_main_process)
     results = {f"{name}_bleu": bleu, f"{name}_sentences": len(pairs)}
-    logger.info(f"sacreBLEU on {len(pairs)} {name} sentences (beam {args.eval_num_beams}): {bleu:.2f}")
+    logger.info(f"sacreBLEU on {len(pairs)} {name} sentences (beam {args.num_beams}): {bleu:.2f}")
     model = loop.gathered_model()  # a sharded model is gathered: what follows runs on the main process only
     if acc.is_main_process:
         write_translations(args.output_dir, name, corpus.sources, hypotheses, corpus.targets)
-        alignment = attention_map(model, loop.tokenizer, pairs.sources[0], args.eval_num_beams, loop.source_tokenizer)
+        alignment = attention_map(model, loop.tokenizer, pairs.sources[0], args.num_beams, loop.source_tokenizer)
         if alignment is not None:
             weights, source_tokens, output_tokens = alignment
             plot_attention(weights.tolist(), source_tokens, output_tokens, Path(args.output_dir) / ATTENTION_PLOT,
@@ -167,19 +183,28 @@ def report_test_set(loop: Seq2SeqTrainingLoop, corpus: ParallelCorpus, name: str
     return results
 
 
+def parse_arguments(argv: list[str] | None = None):
+    """``(model_args, data_args, training_args)`` of ``argv``, the training arguments completed by the recipe."""
+    model_args, data_args, training_args = parse_command_line(
+        (ModelArguments, DataArguments, Seq2SeqTrainingArguments), argv,
+        "Train an attention RNN encoder-decoder or a Transformer for translation.")
+    training_args = training_args.with_recipe(family_recipe(model_args, MODEL_FAMILIES), SEQ2SEQ_DEFAULTS)
+    return model_args, data_args, default_actions(training_args)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Parse ``argv``, load the corpora and tokenizer, build the model, train, test; returns the results."""
-    args = build_parser().parse_args(argv)
+    """Parse ``argv``, load the corpora and tokenizer, build the model, train, evaluate, predict; returns the
+    results."""
+    model_args, data_args, training_args = parse_arguments(argv)
+    args = merged(model_args, data_args, training_args)
     configure_logging()
-    training_args = engine_arguments(args, Seq2SeqTrainingArguments)
-    check_model_arguments(args, MODEL_FAMILIES)
-    accelerator = make_accelerator(training_args)
     train, validation, test = (load_split(args, split) for split in SPLITS)
     if train is None or validation is None:
         raise ValueError("Give training and validation pairs: --train_file/--validation_file, the --*_source_file/"
                          "--*_target_file pairs, or --dataset_name.")
-    if args.max_train_samples:
-        train = ParallelCorpus(train.sources[: args.max_train_samples], train.targets[: args.max_train_samples])
+    if training_args.do_predict and test is None:
+        raise ValueError("--do_predict needs test pairs: --test_file or --test_source_file/--test_target_file.")
+    accelerator = start_run(training_args)
     tokenizer, source_tokenizer = load_tokenizers(args, train, accelerator)
     set_seed(training_args.seed)
     model = build_seq2seq_model(args, tokenizer, source_tokenizer)
@@ -192,14 +217,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"{len(train):,} training pairs within the length limits, {len(eval_pairs):,} validation pairs.")
     loop = Seq2SeqTrainingLoop(model, tokenizer, train_pairs, eval_pairs, validation.targets, training_args,
                                accelerator, source_tokenizer=source_tokenizer)
-    results = loop.train(describe_data(args, tokenizer, len(train_pairs), source_tokenizer) + continued_from(args),
-                         dataset_label(args))
-    results.update(report_test_set(loop, test or validation, "test" if test else "validation"))
+    if not training_args.do_train:
+        results = loop.evaluate_only() if training_args.do_eval else {}
+    else:
+        results = loop.train(describe_data(args, tokenizer, len(train_pairs), source_tokenizer) + continued_from(args),
+                             dataset_label(args))
+        if not training_args.do_predict:  # the headline figure: the validation set translated by beam search
+            results.update(report_test_set(loop, validation, "validation"))
+    if training_args.do_predict:
+        predicted = report_test_set(loop, test, "test")
+        if accelerator.is_main_process:
+            save_metrics(training_args.output_dir, "predict", predicted)
+        results.update(predicted)
     finish_processes(accelerator)
     return results
 
 
-def load_tokenizers(args: argparse.Namespace, train: ParallelCorpus, accelerator):
+def load_tokenizers(args, train: ParallelCorpus, accelerator):
     """``(target tokenizer, source tokenizer)``: one shared tokenizer (trained on both sides) and None, or with
     separate vocabularies one tokenizer per side, each loaded or trained on its own side."""
     lines = lambda texts: [t + "\n" for t in texts]  # noqa: E731
@@ -209,7 +243,7 @@ def load_tokenizers(args: argparse.Namespace, train: ParallelCorpus, accelerator
     return load_tokenizer(args, lines(train.targets), accelerator, **SEQ2SEQ_TEMPLATE), source_tokenizer
 
 
-def build_seq2seq_model(args: argparse.Namespace, tokenizer, source_tokenizer=None):
+def build_seq2seq_model(args, tokenizer, source_tokenizer=None):
     """:func:`build_model` with the target ``tokenizer``'s vocabulary and, with separate vocabularies,
     ``source_vocab_size`` from ``source_tokenizer``; the options that tie encoder and decoder embeddings
     (``share_encoder_decoder_embeddings``) are switched off unless --config_overrides sets them (which then
@@ -220,11 +254,11 @@ def build_seq2seq_model(args: argparse.Namespace, tokenizer, source_tokenizer=No
         return model
     if source_tokenizer is None:
         return build_model(args, tokenizer, MODEL_FAMILIES, AutoModelForSeq2SeqLM)
-    overrides = check_model_arguments(args, MODEL_FAMILIES)
     config_class = MODEL_FAMILIES[args.model_family]
+    overrides = parse_config_overrides(args.config_overrides, config_class)
     if "source_vocab_size" not in {f.name for f in dataclasses.fields(config_class)}:
         raise ValueError(f"--model_family {args.model_family} has no separate source vocabulary; leave out "
-                         "--separate_vocabularies/--source_tokenizer_name_or_path.")
+                         "--separate_vocabularies/--source_tokenizer_name.")
     untied = {field: False for field in config_class.ENCODER_DECODER_TYING_FIELDS if field not in overrides}
     config = config_class.from_preset(args.preset, **{**untied, **overrides}, **tokenizer_config_fields(tokenizer),
                                       source_vocab_size=len(source_tokenizer))
@@ -236,14 +270,14 @@ def check_source_vocabulary(config, source_tokenizer) -> None:
     source_vocab_size = getattr(config, "source_vocab_size", None)
     if source_tokenizer is None and source_vocab_size is not None:
         raise ValueError(f"The model has a separate source vocabulary (source_vocab_size={source_vocab_size}): give "
-                         "its source tokenizer with --source_tokenizer_name_or_path.")
+                         "its source tokenizer with --source_tokenizer_name.")
     if source_tokenizer is not None and (source_vocab_size is None or source_vocab_size < len(source_tokenizer)):
         raise ValueError(f"The model's source_vocab_size={source_vocab_size} does not fit the source tokenizer's "
                          f"{len(source_tokenizer)} tokens (None: the model shares one vocabulary; leave out "
-                         "--separate_vocabularies/--source_tokenizer_name_or_path).")
+                         "--separate_vocabularies/--source_tokenizer_name).")
 
 
-def describe_data(args: argparse.Namespace, tokenizer, num_pairs: int, source_tokenizer=None) -> str:
+def describe_data(args, tokenizer, num_pairs: int, source_tokenizer=None) -> str:
     """One sentence for the model card: which corpus and which tokenizer(s)."""
     if args.dataset_name:
         source = f"the `{args.dataset_name}` dataset"
@@ -251,15 +285,15 @@ def describe_data(args: argparse.Namespace, tokenizer, num_pairs: int, source_to
         source = ", ".join(f"`{Path(f).name}`" for f in (args.train_file, args.train_source_file,
                                                           args.train_target_file) if f)
     if source_tokenizer is not None:
-        sides = (("source", source_tokenizer, args.source_tokenizer_name_or_path or args.model_name_or_path),
-                 ("target", tokenizer, args.tokenizer_name_or_path or args.model_name_or_path))
+        sides = (("source", source_tokenizer, args.source_tokenizer_name or args.model_name_or_path),
+                 ("target", tokenizer, args.tokenizer_name or args.model_name_or_path))
         how = "; ".join(f"{name}: {len(tok)} tokens, " + (f"a tokenizer from `{path}`" if path else
                         f"a {args.tokenizer_kind} tokenizer trained on the {name} side") for name, tok, path in sides)
         return f"Trained on {num_pairs:,} sentence pairs of {source}; separate vocabularies ({how})."
-    how = (f"a tokenizer from `{args.tokenizer_name_or_path}`" if args.tokenizer_name_or_path
+    how = (f"a tokenizer from `{args.tokenizer_name}`" if args.tokenizer_name
            else f"a shared {args.tokenizer_kind} tokenizer trained on both sides of the training pairs")
     return f"Trained on {num_pairs:,} sentence pairs of {source}; {len(tokenizer)} tokens, {how}."
 
 
-__all__ = ["MODEL_FAMILIES", "attention_map", "build_parser", "build_seq2seq_model", "load_split", "load_tokenizers",
+__all__ = ["DataArguments", "MODEL_FAMILIES", "ModelArguments", "attention_map", "parse_arguments", "build_seq2seq_model", "load_split", "load_tokenizers",
            "main", "report_test_set", "write_translations"]

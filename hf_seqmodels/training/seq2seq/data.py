@@ -66,6 +66,10 @@ def _read_lines(path: Path) -> list[str]:
 
 
 def _field(record: dict, key: str, path: Path, line: int) -> str:
+    """``record[key]`` (a dotted key reads nested fields); a language code also finds ``record["translation"][key]``,
+    the layout of transformers' ``run_translation.py`` data (``{"translation": {"en": ..., "de": ...}}``)."""
+    if key not in record and isinstance(record.get("translation"), dict) and key in record["translation"]:
+        return str(record["translation"][key])
     value = record
     for part in key.split("."):
         if not isinstance(value, dict) or part not in value:
@@ -95,7 +99,7 @@ def _read_tsv(path: Path, source_field: str, target_field: str) -> ParallelCorpu
         missing = [name for name in (source_field, target_field) if name not in header]
         if missing:
             raise KeyError(f"{str(path)!r}: no column {missing[0]!r} in the header {header}; name the columns with "
-                           "--source_field/--target_field, or give column numbers for a file without a header.")
+                           "--source_lang/--target_lang, or give column numbers for a file without a header.")
         columns = header.index(source_field), header.index(target_field)
     short = [i for i, row in enumerate(rows) if len(row) <= max(columns)]
     if short:

@@ -19,7 +19,7 @@ in ``output_dir/source_tokenizer/``).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from accelerate import Accelerator
 from accelerate.utils import gather_object
+from tqdm.auto import tqdm
 
 from ...hub import SOURCE_TOKENIZER_FOLDER
 from ...models.config_utils import invalid
@@ -35,36 +36,37 @@ from ..core.launch import make_accelerator
 from ..core.loop import TrainingLoop, perplexity, process_share, share_counts
 from .data import EncodedPairs, LengthBatches, collate_pairs
 
+#: the task's values of what neither the command line nor a recipe sets
+SEQ2SEQ_DEFAULTS = {"per_device_train_batch_size": 64, "per_device_eval_batch_size": 64, "generation_max_length": 128}
+
 
 @dataclass
 class Seq2SeqTrainingArguments(EngineArguments):
-    """The engine's arguments plus batching and evaluation of a translation model.
+    """The loop's arguments plus batching and generation of a translation model (names of transformers'
+    ``Seq2SeqTrainingArguments`` and ``run_translation.py``).
 
     ``max_tokens_per_batch`` (padded tokens of the longer side, all processes together) replaces
-    ``per_device_train_batch_size`` × processes sentences when given. ``eval_num_beams`` and
-    ``eval_max_new_tokens`` drive the beam search behind BLEU; ``eval_bleu_samples`` caps how many
-    validation sentences are translated (None: all).
+    ``per_device_train_batch_size`` × processes sentences when given. BLEU comes from beam search with
+    ``num_beams`` beams and at most ``generation_max_length`` new tokens: at the end of training always, at
+    every evaluation during training with ``predict_with_generate``.
     """
 
-    per_device_train_batch_size: int = 64
-    max_tokens_per_batch: int | None = None
-    max_source_length: int = 128
-    max_target_length: int = 128
-    eval_batch_size: int = 64
-    eval_num_beams: int = 5
-    eval_max_new_tokens: int = 128
-    eval_bleu_samples: int | None = None
-    eval_bleu_every_epoch: bool = False
+    max_tokens_per_batch: int | None = field(default=None, metadata={"help": (
+        "padded tokens per global batch, batching by length (replaces --per_device_train_batch_size)")})
+    max_source_length: int = field(default=128, metadata={"help": "longest source in tokens (longer training pairs "
+                                                                   "are dropped, longer held-out sources cut)"})
+    max_target_length: int = field(default=128, metadata={"help": "longest target in tokens"})
+    num_beams: int = field(default=5, metadata={"help": "beams of the beam search behind BLEU and predictions"})
+    predict_with_generate: bool = field(default=False, metadata={"help": (
+        "translate the validation data (BLEU) at every evaluation during training, not only at the end")})
 
-    def __post_init__(self):
-        super().__post_init__()
-        for name in ("per_device_train_batch_size", "max_source_length", "max_target_length", "eval_batch_size",
-                     "eval_num_beams", "eval_max_new_tokens"):
-            if getattr(self, name) < 1:
+    def check(self):
+        super().check()
+        for name in ("max_source_length", "max_target_length", "num_beams"):
+            if isinstance(getattr(self, name), bool) or getattr(self, name) < 1:
                 raise invalid(name, getattr(self, name), "an integer >= 1")
-        for name in ("max_tokens_per_batch", "eval_bleu_samples"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise invalid(name, getattr(self, name), "None or an integer >= 1")
+        if self.max_tokens_per_batch is not None and self.max_tokens_per_batch < 1:
+            raise invalid("max_tokens_per_batch", self.max_tokens_per_batch, "an integer >= 1")
 
 
 def ddp_token_weight(local_tokens: int, global_tokens: int, num_processes: int) -> float:
@@ -95,14 +97,17 @@ def pairs_nll(model, pairs: EncodedPairs, pad_token_id: int, batch_size: int, de
 
 @torch.no_grad()
 def translate_ids(model, sources: list[list[int]], tokenizer, *, pad_token_id: int | None = None, batch_size: int = 64,
-                  num_beams: int = 5, max_new_tokens: int = 128, **generate_kwargs) -> list[str]:
+                  num_beams: int = 5, max_new_tokens: int = 128, disable_tqdm: bool = False,
+                  **generate_kwargs) -> list[str]:
     """Beam-search translations of encoded ``sources`` (length-sorted batches, returned in input order),
-    decoded with the target ``tokenizer``. ``pad_token_id`` pads the sources (default: the tokenizer's; give
-    the source tokenizer's with separate vocabularies)."""
+    decoded with the target ``tokenizer``, with a progress bar (sentences, rate, time left). ``pad_token_id``
+    pads the sources (default: the tokenizer's; give the source tokenizer's with separate vocabularies)."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     texts: list[str | None] = [None] * len(sources)
+    progress = tqdm(total=len(sources), desc=f"Translating (beam {num_beams})", unit="sentence",
+                    disable=disable_tqdm or len(sources) == 0)
     for rows in _length_sorted_batches([len(s) for s in sources], batch_size):
         batch = collate_pairs([sources[i] for i in rows], None,
                               tokenizer.pad_token_id if pad_token_id is None else pad_token_id)
@@ -110,6 +115,8 @@ def translate_ids(model, sources: list[list[int]], tokenizer, *, pad_token_id: i
                              max_new_tokens=max_new_tokens, do_sample=False, **generate_kwargs)
         for i, text in zip(rows, tokenizer.batch_decode(out, skip_special_tokens=True), strict=True):
             texts[i] = text.strip()
+        progress.update(len(rows))
+    progress.close()
     model.train(was_training)
     return texts
 
@@ -167,6 +174,9 @@ class Seq2SeqTrainingLoop(TrainingLoop):
         self.separate_source_tokenizer = source_tokenizer
         super().__init__(model, tokenizer, args, accelerator)
 
+    def task_defaults(self) -> dict[str, Any]:
+        return SEQ2SEQ_DEFAULTS
+
     @property
     def source_tokenizer(self):
         """The tokenizer of the sources: the separate one, or the shared ``tokenizer``."""
@@ -202,25 +212,26 @@ class Seq2SeqTrainingLoop(TrainingLoop):
         shard = EncodedPairs(self.eval_pairs.sources[index::count], self.eval_pairs.targets[index::count])
         was_training = model.training
         model.eval()
-        total, tokens = pairs_nll(model, shard, self.source_tokenizer.pad_token_id, args.eval_batch_size, acc.device)
+        total, tokens = pairs_nll(model, shard, self.source_tokenizer.pad_token_id, args.per_device_eval_batch_size, acc.device)
         model.train(was_training)
         sums = torch.tensor([total, float(tokens)], dtype=torch.float64, device=acc.device)
         if count > 1:
             sums = acc.reduce(sums, reduction="sum")
         loss = (sums[0] / sums[1]).item()
         metrics = {"eval_loss": loss, "eval_perplexity": perplexity(loss)}
-        if with_bleu if with_bleu is not None else args.eval_bleu_every_epoch:
+        if with_bleu if with_bleu is not None else args.predict_with_generate:
             metrics["eval_bleu"] = self.bleu(model)
         return metrics
 
     def bleu(self, model) -> float:
-        limit = self.args.eval_bleu_samples or len(self.eval_pairs)
+        limit = len(self.eval_pairs)
         pairs = EncodedPairs(self.eval_pairs.sources[:limit], self.eval_pairs.targets[:limit])
         score, _ = evaluate_bleu(model, self.tokenizer, pairs, self.eval_references[:limit],
                                  accelerator=self.eval_accelerator,
                                  pad_token_id=self.source_tokenizer.pad_token_id,
-                                 batch_size=self.args.eval_batch_size, num_beams=self.args.eval_num_beams,
-                                 max_new_tokens=self.args.eval_max_new_tokens)
+                                 batch_size=self.args.per_device_eval_batch_size, num_beams=self.args.num_beams,
+                                 max_new_tokens=self.args.generation_max_length,
+                                 disable_tqdm=self.args.disable_tqdm or not self.accelerator.is_local_main_process)
         return score
 
     def run(self) -> dict[str, Any]:
@@ -244,7 +255,7 @@ class Seq2SeqTrainingLoop(TrainingLoop):
         return {"batch (global, by length)": batch,
                 "max source / target length": f"{args.max_source_length} / {args.max_target_length}",
                 "label smoothing": getattr(self.accelerator.unwrap_model(self.model).config, "label_smoothing", None),
-                "validation BLEU": f"beam search, {args.eval_num_beams} beams"}
+                "validation BLEU": f"beam search, {args.num_beams} beams"}
 
 
 def train_seq2seq(model, tokenizer, train_pairs: EncodedPairs, eval_pairs: EncodedPairs, eval_references: list[str],
@@ -258,6 +269,7 @@ def train_seq2seq(model, tokenizer, train_pairs: EncodedPairs, eval_pairs: Encod
     ``train_runtime_seconds`` and ``train_tokens_per_second`` (target tokens, all processes); writes
     the model, tokenizer, checkpoints, history, loss curve and model card to ``args.output_dir``.
     """
+    args = args.with_recipe(task_defaults=SEQ2SEQ_DEFAULTS)
     accelerator = accelerator or make_accelerator(args)
     loop = Seq2SeqTrainingLoop(model, tokenizer, train_pairs, eval_pairs, eval_references, args, accelerator,
                                source_tokenizer=source_tokenizer)
@@ -265,6 +277,7 @@ def train_seq2seq(model, tokenizer, train_pairs: EncodedPairs, eval_pairs: Encod
 
 
 __all__ = [
+    "SEQ2SEQ_DEFAULTS",
     "Seq2SeqTrainingArguments",
     "Seq2SeqTrainingLoop",
     "corpus_bleu",

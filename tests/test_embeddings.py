@@ -320,7 +320,7 @@ def test_command_line_writes_vectors_and_analogy_accuracy(topic_corpus, tmp_path
     assert summary["answered"] == 1 and summary["skipped"] == 0
     out = tmp_path / "w2v"
     hf_seqmodels_main(["embeddings", "--train_file", topic_corpus, "--method", "word2vec", "--architecture", "cbow", "--loss",
-              "hierarchical_softmax", "--vector_size", "8", "--epochs", "1", "--min_count", "1",
+              "hierarchical_softmax", "--vector_size", "8", "--num_train_epochs", "1", "--min_count", "1",
               "--output_dir", str(out)])
     assert WordVectors.load(out).metadata["loss"] == "hierarchical_softmax"
 

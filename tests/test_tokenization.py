@@ -377,7 +377,7 @@ def test_cli_trains_and_saves(corpus_file, tmp_path, capsys):
         [
             "--train_file",
             str(corpus_file),
-            "--kind",
+            "--tokenizer_kind",
             "wordpiece",
             "--vocab_size",
             "150",
@@ -434,7 +434,7 @@ def test_thin_script_runs_the_cli(corpus_file, tmp_path, monkeypatch):
         "train_tokenizer.py",
         "--train_file",
         str(corpus_file),
-        "--kind",
+        "--tokenizer_kind",
         "char",
         "--min_frequency",
         "1",
@@ -601,7 +601,7 @@ def bad_files(long_line_file, tmp_path) -> dict[str, Path]:
 @pytest.mark.parametrize("case", ["long", "binary", "empty", "latin1"])
 def test_cli_prints_one_error_line_and_exits_2_for_bad_files(case, bad_files, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        main(["--train_file", str(bad_files[case]), "--kind", "unigram", "--output_dir", str(tmp_path / "out")])
+        main(["--train_file", str(bad_files[case]), "--tokenizer_kind", "unigram", "--output_dir", str(tmp_path / "out")])
     assert exit_info.value.code == 2
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and bad_files[case].name in lines[0]
@@ -611,7 +611,7 @@ def test_cli_prints_one_error_line_and_exits_2_for_bad_files(case, bad_files, tm
 def test_script_reports_a_long_line_without_a_traceback(bad_files, tmp_path):
     result = subprocess.run(
         [sys.executable, str(REPO_ROOT / "tokenizer_scripts" / "train_tokenizer.py"), "--train_file",
-         str(bad_files["long"]), "--kind", "bpe", "--output_dir", str(tmp_path / "out")],
+         str(bad_files["long"]), "--tokenizer_kind", "bpe", "--output_dir", str(tmp_path / "out")],
         capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr

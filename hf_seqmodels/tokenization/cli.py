@@ -2,9 +2,9 @@
 
 Example::
 
-    python tokenizer_scripts/train_tokenizer.py --train_file corpus.txt --kind char --output_dir tok-char
+    python tokenizer_scripts/train_tokenizer.py --train_file corpus.txt --tokenizer_kind char --output_dir tok-char
     python tokenizer_scripts/train_tokenizer.py --dataset_name wikitext --dataset_config_name \\
-        wikitext-2-raw-v1 --kind bpe --vocab_size 8000 --lowercase --output_dir tok-bpe
+        wikitext-2-raw-v1 --tokenizer_kind bpe --vocab_size 8000 --lowercase --output_dir tok-bpe
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     model = parser.add_argument_group("tokenizer")
     model.add_argument(
-        "--kind", choices=TOKENIZER_KINDS, default="bpe", help="Tokenization kind (default: bpe)."
+        "--tokenizer_kind", choices=TOKENIZER_KINDS, default="bpe", help="Tokenization kind (default: bpe)."
     )
     model.add_argument("--vocab_size", type=int, default=8000, help="Vocabulary cap (default: 8000).")
     model.add_argument("--min_frequency", type=int, default=2, help="Minimum token/merge count (default: 2).")
@@ -147,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             args.train_file or None,
             dataset=_load_dataset(args),
             text_column=args.text_column,
-            kind=args.kind,
+            kind=args.tokenizer_kind,
             vocab_size=args.vocab_size,
             min_frequency=args.min_frequency,
             cleaning=_cleaning_config(args),
@@ -164,4 +164,4 @@ def main(argv: Sequence[str] | None = None) -> None:
         _fail(error)
     tokenizer.save_pretrained(args.output_dir)
     logger.info("Vocabulary size %d; saved to %s.", len(tokenizer), args.output_dir)
-    print(f"Saved a {args.kind} tokenizer with {len(tokenizer)} tokens to {args.output_dir}")
+    print(f"Saved a {args.tokenizer_kind} tokenizer with {len(tokenizer)} tokens to {args.output_dir}")

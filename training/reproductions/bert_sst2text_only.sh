@@ -17,7 +17,7 @@ source training/reproductions/sst2_pair.sh
 sst2_arguments "$@"
 VOCAB=runs/wikitext2-uncased-wordpiece-8000
 if [ ! -f $VOCAB/tokenizer.json ]; then
-  python tokenizer_scripts/train_tokenizer.py --kind wordpiece --vocab_size 8000 --lowercase --bert_special_tokens \
+  python tokenizer_scripts/train_tokenizer.py --tokenizer_kind wordpiece --vocab_size 8000 --lowercase --bert_special_tokens \
       --train_file "$DATA/wikitext2-heldout/valid.txt" "$DATA/wikitext2-heldout/test.txt" --output_dir $VOCAB
 fi
 ONLY=runs/bert-mini-sst2text

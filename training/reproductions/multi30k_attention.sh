@@ -12,7 +12,7 @@ DATA=${1:-../shared/data/multi30k}
 MINUTES=${2:-10}
 mkdir -p runs/multi30k-tokenizer
 zcat "$DATA/train.en.gz" "$DATA/train.de.gz" > runs/multi30k-tokenizer/train.en-de.txt
-python tokenizer_scripts/train_tokenizer.py --train_file runs/multi30k-tokenizer/train.en-de.txt --kind bpe \
+python tokenizer_scripts/train_tokenizer.py --train_file runs/multi30k-tokenizer/train.en-de.txt --tokenizer_kind bpe \
     --vocab_size 8000 --output_dir runs/multi30k-tokenizer
 COMMON=(--train_source_file "$DATA/train.en.gz" --train_target_file "$DATA/train.de.gz"
         --validation_source_file "$DATA/val.en.gz" --validation_target_file "$DATA/val.de.gz"

@@ -35,18 +35,18 @@ WIKI=("$DATA/wikitext2-heldout/valid.txt" "$DATA/wikitext2-heldout/test.txt")
 mkdir -p "$VECTORS"
 if [ ! -f "$VECTORS/word2vec.txt" ]; then
   OMP_NUM_THREADS=1 python training/train_embeddings.py --train_file "${WIKI[@]}" --method word2vec \
-      --architecture skipgram --loss negative_sampling --vector_size 300 --window 5 --epochs 10 --min_count 3 \
+      --architecture skipgram --loss negative_sampling --vector_size 300 --window 5 --num_train_epochs 10 --min_count 3 \
       --num_threads 1 --output_dir runs/wikitext2-word2vec > runs/wikitext2-word2vec.log 2>&1
   cp runs/wikitext2-word2vec/vectors.txt "$VECTORS/word2vec.txt"
 fi
 if [ ! -f "$VECTORS/glove.txt" ]; then
   OMP_NUM_THREADS=1 python training/train_embeddings.py --train_file "${WIKI[@]}" --method glove \
-      --vector_size 300 --window 10 --epochs 30 --min_count 3 --num_threads 1 \
+      --vector_size 300 --window 10 --num_train_epochs 30 --min_count 3 --num_threads 1 \
       --output_dir runs/wikitext2-glove > runs/wikitext2-glove.log 2>&1
   cp runs/wikitext2-glove/vectors.txt "$VECTORS/glove.txt"
 fi
 tail -n +2 "$DATA/sst2/train.tsv" | cut -f2 > runs/sst2_sentences.txt
-OMP_NUM_THREADS=1 python tokenizer_scripts/train_tokenizer.py --kind word --lowercase --min_frequency 1 \
+OMP_NUM_THREADS=1 python tokenizer_scripts/train_tokenizer.py --tokenizer_kind word --lowercase --min_frequency 1 \
     --vocab_size 30000 --train_file runs/sst2_sentences.txt --output_dir runs/sst2-word-tokenizer
 
 SST2=(--task sequence-classification --model_family textcnn --preset kim2014

@@ -44,17 +44,17 @@ def build_parser() -> argparse.ArgumentParser:
     vocab = p.add_argument_group("vocabulary")
     vocab.add_argument("--min_count", type=int, default=5, help="drop words seen fewer times")
     vocab.add_argument("--max_vocab_size", type=int, default=None, help="keep only the most frequent words")
-    vocab.add_argument("--tokenizer", choices=TOKENIZERS, default="word",
+    vocab.add_argument("--tokenizer_kind", choices=TOKENIZERS, default="word",
                        help="word: our word tokenizer's pre-tokenizer (\\w+ | punctuation); whitespace: str.split")
     vocab.add_argument("--no_lowercase", dest="lowercase", action="store_false", help="keep the case of the text")
     common = p.add_argument_group("all methods")
     common.add_argument("--vector_size", type=int, default=100, help="dimensions of the vectors")
     common.add_argument("--window", type=int, default=None,
                         help="context words on each side (default: word2vec 5, glove 10, svd 5)")
-    common.add_argument("--epochs", type=int, default=None, help="passes over the data (default: word2vec 5, glove 25)")
+    common.add_argument("--num_train_epochs", type=int, default=None, help="passes over the data (default: word2vec 5, glove 25)")
     common.add_argument("--learning_rate", type=float, default=None,
                         help="word2vec: initial SGD rate (0.025 skip-gram, 0.05 CBOW); glove: AdaGrad rate (0.05)")
-    common.add_argument("--batch_size", type=int, default=None,
+    common.add_argument("--per_device_train_batch_size", type=int, default=None,
                         help="word2vec: centre words per update (512); glove: co-occurrences per update (512)")
     common.add_argument("--seed", type=int, default=0)
     common.add_argument("--num_threads", type=int, default=None, help="torch threads (default: torch's)")
@@ -81,9 +81,9 @@ def _optional(**kwargs) -> dict:
 def train(args: argparse.Namespace):
     """Train the vectors ``args`` describe and return them."""
     window = args.window if args.window is not None else DEFAULT_WINDOW[args.method]
-    epochs = args.epochs if args.epochs is not None else DEFAULT_EPOCHS[args.method]
+    epochs = args.num_train_epochs if args.num_train_epochs is not None else DEFAULT_EPOCHS[args.method]
     vocab = Vocabulary.from_files(args.train_file, min_count=args.min_count, max_vocab_size=args.max_vocab_size,
-                                  lowercase=args.lowercase, tokenizer=args.tokenizer)
+                                  lowercase=args.lowercase, tokenizer=args.tokenizer_kind)
     if args.method == "svd":
         config = SVDConfig(vector_size=args.vector_size, window=window, matrix=args.svd_matrix,
                            singular_value_power=args.singular_value_power, seed=args.seed)
@@ -93,11 +93,11 @@ def train(args: argparse.Namespace):
         config = Word2VecConfig(architecture=args.architecture, loss=args.loss, vector_size=args.vector_size,
                                 window=window, negative=args.negatives, sample=args.sample,
                                 subsampling_formula=args.subsampling_formula, epochs=epochs, seed=args.seed,
-                                **_optional(learning_rate=args.learning_rate, batch_words=args.batch_size))
+                                **_optional(learning_rate=args.learning_rate, batch_words=args.per_device_train_batch_size))
         return Word2VecTrainer(vocab, config).train(corpus)
     config = GloVeConfig(vector_size=args.vector_size, window=window, x_max=args.x_max, alpha=args.alpha,
                          epochs=epochs, seed=args.seed,
-                         **_optional(learning_rate=args.learning_rate, batch_size=args.batch_size))
+                         **_optional(learning_rate=args.learning_rate, batch_size=args.per_device_train_batch_size))
     cooccurrences = count_cooccurrences(corpus, len(vocab), window, weighting="harmonic")
     logger.info("GloVe: %d non-zero co-occurrences over %d words.", len(cooccurrences), len(vocab))
     return GloVeTrainer(vocab, config).train(cooccurrences)

@@ -96,7 +96,7 @@ class StreamWindows:
 
     def __init__(self, streams: Ids, bptt: int):
         if bptt < 1:
-            raise _invalid("bptt", bptt, "an integer >= 1")
+            raise _invalid("block_size", bptt, "an integer >= 1")
         self.streams = streams
         self.bptt = bptt
 
@@ -130,7 +130,7 @@ class ShuffledContextWindows:
     def __init__(self, ids: Ids, *, context_size: int, block_size: int, global_batch_size: int,
                  process_index: int = 0, num_processes: int = 1, seed: int = 0, fill_id: int = 0):
         if block_size < 1:
-            raise _invalid("bptt", block_size, "an integer >= 1")
+            raise _invalid("block_size", block_size, "an integer >= 1")
         self.ids, self.fill_id = ids, fill_id
         self.context_size, self.block_size = context_size, block_size
         self.global_batch_size, self.seed = global_batch_size, seed
@@ -138,7 +138,7 @@ class ShuffledContextWindows:
         self.num_blocks = (len(ids) - 1) // block_size
         if len(self) < 1:
             raise ValueError(f"{self.num_blocks} blocks of {block_size} tokens do not fill one batch of "
-                             f"{global_batch_size}; use a smaller batch size or bptt.")
+                             f"{global_batch_size}; use a smaller batch size or block_size.")
         self._order: tuple[int, torch.Tensor] | None = None
 
     def __len__(self) -> int:

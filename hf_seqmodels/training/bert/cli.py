@@ -60,7 +60,7 @@ class DataArguments:
     dataset_label: str | None = field(default=None, metadata={
         "help": "the data's name in the model card's model-index (default: --dataset_name or the training file's folder)"})
     text_column: str = field(default="text", metadata={"help": "the dataset's text column"})
-    validation_split_percentage: float = field(default=5.0, metadata={"help": "the last N % of the documents are held out"})
+    validation_split_percentage: float = field(default=5.0, metadata={"help": "the last N %% of the documents are held out"})
     max_seq_length: int = field(default=128, metadata={"help": "tokens per sentence pair, [CLS] and [SEP]s included"})
     short_seq_prob: float = field(default=0.1, metadata={"help": "probability of a shorter target length"})
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "processes that tokenise"})

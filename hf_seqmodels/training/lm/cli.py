@@ -40,6 +40,7 @@ from ..core.cli import (
     start_run,
 )
 from ..core.text import load_text_splits, tokenize_texts
+from ..core.token_files import lm_token_streams
 from .trainer import LM_DEFAULTS, LMTrainingArguments, LMTrainingLoop
 
 logger = get_logger(__name__)
@@ -61,8 +62,12 @@ class DataArguments:
         "help": "the data's name in the model card's model-index (default: --dataset_name or the training file's folder)"})
     text_column: str = field(default="text", metadata={"help": "the dataset's text column"})
     validation_split_percentage: float = field(default=10.0, metadata={
-        "help": "without validation text: the last N % of the training text (by characters)"})
+        "help": "without validation text: the last N %% of the training text (by characters)"})
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "processes that tokenise"})
+    cache_dir: str | None = field(default=None, metadata={"help": (
+        "folder of the token files a --train_file is tokenised into once (default: $HF_SEQMODELS_CACHE, else "
+        "hf_seqmodels_tokens beside the datasets cache)")})
+    overwrite_cache: bool = field(default=False, metadata={"help": "tokenise again even if token files exist"})
 
 
 def parse_arguments(argv: list[str] | None = None):
@@ -82,15 +87,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = merged(model_args, data_args, training_args)
     configure_logging()
     accelerator = start_run(training_args)  # sets up the processes of `accelerate launch` / torchrun
-    texts = load_text_splits(args.train_file, args.validation_file, args.dataset_name, args.dataset_config_name,
-                             args.text_column, args.validation_split_percentage)
-    tokenizer = load_tokenizer(args, texts.train, accelerator)
+    train_ids, eval_ids, tokenizer = load_token_streams(args, accelerator)
     set_seed(training_args.seed)
     model = build_model(args, tokenizer, MODEL_FAMILIES, AutoModelForCausalLM)
-    train_ids = tokenize_texts(texts.train, tokenizer, num_proc=args.preprocessing_num_workers)
-    eval_ids = tokenize_texts(texts.validation, tokenizer, num_proc=args.preprocessing_num_workers)
     logger.info(f"{type(model).__name__} with {model.num_parameters():,} parameters; "
-                f"{train_ids.numel():,} training and {eval_ids.numel():,} validation tokens.")
+                f"{len(train_ids):,} training and {len(eval_ids):,} validation tokens.")
     loop = LMTrainingLoop(model, tokenizer, train_ids, eval_ids, training_args, accelerator)
     if training_args.do_train:
         results = loop.train(describe_data(args, tokenizer) + continued_from(args), dataset_label(args))
@@ -98,6 +99,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         results = loop.evaluate_only()
     finish_processes(accelerator)
     return results
+
+
+def load_token_streams(args, accelerator):
+    """``(train ids, validation ids, tokenizer)``. A --train_file is tokenised once into memory-mapped token files
+    (:func:`..core.token_files.lm_token_streams`, cached and shared by every process), so the corpus never has to fit
+    in RAM; only training a new tokenizer reads the training text into memory. A --dataset_name is tokenised in RAM."""
+    needs_text = args.dataset_name or not (args.tokenizer_name or args.model_name_or_path)
+    texts = (load_text_splits(args.train_file, args.validation_file, args.dataset_name, args.dataset_config_name,
+                              args.text_column, args.validation_split_percentage) if needs_text else None)
+    tokenizer = load_tokenizer(args, texts.train if texts else [], accelerator)
+    if args.train_file:
+        streams = lm_token_streams(args.train_file, tokenizer, validation_file=args.validation_file,
+                                   validation_split_percentage=args.validation_split_percentage,
+                                   cache_dir=args.cache_dir, overwrite_cache=args.overwrite_cache,
+                                   accelerator=accelerator)
+        return streams.train, streams.validation, tokenizer
+    return (tokenize_texts(texts.train, tokenizer, num_proc=args.preprocessing_num_workers),
+            tokenize_texts(texts.validation, tokenizer, num_proc=args.preprocessing_num_workers), tokenizer)
 
 
 def describe_data(args, tokenizer) -> str:

@@ -31,7 +31,7 @@ from ..core.arguments import EngineArguments
 from ..core.cards import engine_card_arguments
 from ..core.launch import make_accelerator
 from ..core.loop import TrainingLoop, perplexity, process_share
-from .data import ShuffledContextWindows, StreamWindows, Window, batchify, shard_rows
+from .data import ShuffledContextWindows, StreamWindows, Window, batchify, shard_rows, stream_slice
 
 #: the task's values of what neither the command line nor a recipe sets
 LM_DEFAULTS = {"per_device_train_batch_size": 20, "per_device_eval_batch_size": 10, "block_size": 35,
@@ -143,7 +143,7 @@ class LMTrainingLoop(TrainingLoop):
 
     def attention_sample(self) -> dict[str, torch.Tensor]:
         """The first 32 held-out tokens."""
-        return {"input_ids": self.eval_ids[:32].unsqueeze(0)}
+        return {"input_ids": stream_slice(self.eval_ids, 0, 32).unsqueeze(0)}
 
     def build_batches(self, model):
         return build_train_windows(self.train_ids, self.args, model, self.accelerator.process_index,

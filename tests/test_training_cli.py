@@ -1,0 +1,172 @@
+"""The training command lines as a user meets them: transformers' TrainingArguments names in every script, the
+preset's recipe under explicit flags, one-line errors, the output-folder rule, the results files, resuming with
+changed arguments, the time cap's message and argument files."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from hf_seqmodels.training.bert.cli import parse_arguments as bert_arguments
+from hf_seqmodels.training.finetune.cli import parse_arguments as finetune_arguments
+from hf_seqmodels.training.lm.cli import main as lm_main
+from hf_seqmodels.training.lm.cli import parse_arguments as lm_arguments
+from hf_seqmodels.training.seq2seq.cli import parse_arguments as seq2seq_arguments
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = ["train_lm.py", "train_seq2seq.py", "pretrain_bert.py", "finetune.py"]
+#: the TrainingArguments names every training script takes
+TRAINING_ARGUMENTS = (
+    "--output_dir --do_train --do_eval --do_predict --per_device_train_batch_size --per_device_eval_batch_size "
+    "--gradient_accumulation_steps --learning_rate --weight_decay --adam_beta1 --adam_beta2 --adam_epsilon "
+    "--max_grad_norm --num_train_epochs --max_steps --lr_scheduler_type --warmup_steps --optim --logging_steps "
+    "--eval_strategy --eval_steps --save_strategy --save_steps --save_total_limit --seed --bf16 --fp16 "
+    "--resume_from_checkpoint --report_to --dataloader_num_workers --torch_compile --gradient_checkpointing "
+    "--disable_tqdm").split()
+#: the names the scripts used before, each a duplicate of a TrainingArguments field
+OLD_NAMES = ["--optimizer", "--lr_scheduler ", "--checkpointing_steps", "--mixed_precision", "--max_train_minutes",
+             "--eval_batch_size", "--tokenizer_name_or_path", "--eval_num_beams", "--bptt"]
+CORPUS = "the cat sat on the mat. the dog sat on the log.\n" * 30
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def run_script(script: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("HF_SEQMODELS_DEBUG", None)
+    return subprocess.run([sys.executable, str(REPO / "training" / script), *args], capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_script_takes_the_training_arguments_names_and_none_of_the_old_ones(script):
+    shown = run_script(script, "--help")
+    assert shown.returncode == 0, shown.stderr
+    missing = [name for name in TRAINING_ARGUMENTS if f"{name} " not in shown.stdout and f"{name}," not in shown.stdout]
+    assert not missing, f"{script} lacks {missing}"
+    assert not [name for name in OLD_NAMES if name in shown.stdout]
+
+
+def test_the_scripts_parse_the_same_flags_into_their_arguments(tmp_path):
+    common = ["--output_dir", str(tmp_path), "--optim", "sgd", "--learning_rate", "0.5", "--lr_scheduler_type",
+              "cosine", "--lr_scheduler_kwargs", '{"min_lr_ratio": 0.1}', "--bf16", "--save_strategy", "epoch",
+              "--warmup_steps", "0.1", "--max_grad_norm", "0", "--seed", "7"]
+    parsed = [lm_arguments([*common, "--train_file", "t.txt", "--preset", "tiny", "--block_size", "9"])[2],
+              seq2seq_arguments([*common, "--train_file", "t.tsv", "--preset", "tiny", "--num_beams", "3"])[2],
+              bert_arguments([*common, "--train_file", "t.txt", "--preset", "tiny"])[2]]
+    for args in parsed:
+        assert (args.optim, args.learning_rate, args.lr_scheduler_type, args.mixed_precision, args.seed) == (
+            "sgd", 0.5, "cosine", "bf16", 7)
+        assert args.scheduler_kwargs == {"min_lr_ratio": 0.1} and args.clip_norm is None
+        assert args.steps("warmup_steps", 200) == 20  # a fraction of the updates, as in transformers
+        assert args.do_train and args.do_eval  # neither given: train and evaluate
+    assert parsed[0].block_size == 9 and parsed[1].num_beams == 3
+    finetune = finetune_arguments([*common, "--train_file", "t.tsv", "--preset", "tiny", "--tokenizer_name", "tok"])[2]
+    assert (finetune.optim, finetune.learning_rate, finetune.lr_scheduler_type) == ("sgd", 0.5, "cosine")
+
+
+def test_the_preset_recipe_fills_what_the_command_line_leaves_out(tmp_path):
+    base = ["--output_dir", str(tmp_path), "--train_file", "t.txt", "--model_family", "rnn"]
+    recipe = lm_arguments([*base, "--preset", "zaremba-small"])[2]
+    assert (recipe.optim, recipe.lr_scheduler_type, recipe.per_device_train_batch_size) == ("sgd", "zaremba", 20)
+    assert recipe.scheduler_kwargs["decay_factor"] == 0.5 and recipe.learning_rate > 1.0
+    given = lm_arguments([*base, "--preset", "zaremba-small", "--learning_rate", "3", "--block_size", "50"])[2]
+    assert (given.learning_rate, given.block_size, given.optim) == (3.0, 50, "sgd")  # explicit flags win
+    switched = lm_arguments([*base, "--preset", "zaremba-small", "--optim", "adamw_torch"])[2]
+    assert switched.learning_rate == 1e-3, "SGD's learning rate must not reach AdamW"
+    assert switched.lr_scheduler_type == "linear" and switched.scheduler_kwargs == {}
+
+
+def test_a_user_mistake_is_one_line_with_exit_status_two(tmp_path):
+    train = tmp_path / "train.txt"
+    train.write_text(CORPUS)
+    cases = {
+        ("--preset", "tny"): "`--preset`='tny'",
+        ("--preset", "tiny", "--optim", "adam"): "`optim`='adam'",
+        ("--preset", "tiny", "--bogus", "1"): "--bogus",
+        ("--preset", "tiny", "--lr_scheduler_type", "zaremba", "--lr_scheduler_kwargs", '{"min_lr_ratio": 1}'):
+            "options of the zaremba schedule",
+    }
+    for flags, named in cases.items():
+        result = run_script("train_lm.py", "--train_file", str(train), "--output_dir", str(tmp_path / "o"), *flags)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+        assert named in lines[0]
+    missing = run_script("train_lm.py", "--train_file", str(tmp_path / "nope.txt"), "--preset", "tiny",
+                         "--output_dir", str(tmp_path / "o"), "--disable_tqdm")
+    assert missing.returncode == 2 and missing.stderr.strip().splitlines()[-1].startswith("error: Text file")
+    debug = run_script("train_lm.py", "--train_file", str(train), "--output_dir", str(tmp_path / "o"),
+                       "--preset", "tny", "--debug")
+    assert debug.returncode == 1 and "Traceback" in debug.stderr  # --debug shows where it came from
+
+
+def lm_flags(train: Path, output_dir: Path, *extra: str) -> list[str]:
+    return ["--train_file", str(train), "--tokenizer_kind", "char", "--min_frequency", "1", "--preset", "tiny",
+            "--config_overrides", "hidden_size=16", "--per_device_train_batch_size", "4", "--block_size", "16",
+            "--num_train_epochs", "1", "--logging_steps", "4", "--no_plot", "--disable_tqdm",
+            "--output_dir", str(output_dir), *extra]
+
+
+def test_output_folders_never_mix_runs_and_the_results_files_are_written(tmp_path, caplog):
+    train = tmp_path / "train.txt"
+    train.write_text(CORPUS)
+    out = tmp_path / "run"
+    results = lm_main(lm_flags(train, out))
+    for name in ("train_results.json", "eval_results.json", "all_results.json", "trainer_state.json",
+                 "training_args.json"):
+        assert (out / name).is_file(), name
+    state = json.loads((out / "trainer_state.json").read_text())
+    steps = results["steps"]
+    assert state["global_step"] == steps and steps % 4 != 0  # a short run whose last steps are not a full log window
+    assert state["log_history"][-1]["step"] == steps and "loss" in state["log_history"][-1]  # logged anyway
+    assert json.loads((out / "all_results.json").read_text())["eval_loss"] == results["eval_loss"]
+    with pytest.raises(ValueError, match="holds the checkpoints of another run.*--overwrite_output_dir"):
+        lm_main(lm_flags(train, out))
+    with caplog.at_level(logging.WARNING):
+        resumed = lm_main(lm_flags(train, out, "--resume_from_checkpoint", "latest", "--learning_rate", "0.5",
+                                   "--num_train_epochs", "2"))
+    assert "learning_rate=0.5; the run was started with learning_rate=0.001" in caplog.text
+    history = json.loads((out / "trainer_state.json").read_text())["log_history"]
+    assert len({(r["step"], "loss" in r) for r in history}) == len(history), "a resumed run repeats no record"
+    assert resumed["steps"] == 2 * steps
+    lm_main(lm_flags(train, out, "--overwrite_output_dir"))
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == [f"checkpoint-{steps}"]
+
+
+def test_an_arguments_file_and_the_time_cap_message(tmp_path, caplog):
+    train = tmp_path / "train.txt"
+    train.write_text(CORPUS)
+    flags = [f for f in lm_flags(train, tmp_path / "run", "--max_time_minutes", "1e-9") if f != "--no_plot"]
+    settings = {}
+    for i, flag in enumerate(flags):
+        if flag.startswith("--"):
+            value = flags[i + 1] if i + 1 < len(flags) and not flags[i + 1].startswith("--") else True
+            try:  # JSON numbers for numbers, as a user writes them
+                value = json.loads(value) if isinstance(value, str) and not value.startswith("{") else value
+            except json.JSONDecodeError:
+                pass
+            settings[flag[2:]] = value
+    (tmp_path / "args.json").write_text(json.dumps(settings))
+    with caplog.at_level(logging.WARNING):
+        results = lm_main([str(tmp_path / "args.json")])
+    assert results["steps"] == 1
+    assert "Time cap of 1e-09 minutes reached after step 1" in caplog.text
+    assert (tmp_path / "run" / "eval_results.json").is_file()  # still evaluated and saved
+    yaml_file = tmp_path / "args.yaml"
+    yaml_file.write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in {**settings, "output_dir": str(tmp_path / "y"),
+                                                                        "preset": "nope"}.items()))
+    with pytest.raises(ValueError, match="`--preset`='nope'"):
+        lm_main([str(yaml_file)])

@@ -24,7 +24,12 @@ none of it. Rounds of the two sides alternate (A B, B A, ...); the ratio is the 
 (ours / reference) of rounds that ran next to each other. Before timing, the script checks that the two
 sides did the same work: after the warmup round the weights of both models must agree.
 
-Target: time per step ours / reference <= 1.05.
+Two ratios are printed: of wall time, and of the process's CPU time (with ``--threads 1`` that is the wall
+time less the slices other processes took from the core, so it moves much less on a busy machine).
+``--profile`` adds cProfile's view of one round of each side and the time of each call the loop makes per
+update that the reference does not, timed alone.
+
+Target: time per step ours / reference <= 1.05 (both clocks).
 
     python -m benchmarks.bench_training_loop --threads 1
     python -m benchmarks.bench_training_loop --vocab-size 1000 --steps 40 --repeats 9 --profile --json out.json

@@ -22,7 +22,7 @@ from typing import Any
 
 from accelerate.logging import get_logger
 
-from .checkpointing import CHECKPOINT_PREFIX, TEMP_PREFIX, list_checkpoints
+from .checkpoint_folders import CHECKPOINT_PREFIX, TEMP_PREFIX, list_checkpoints
 from .plotting import HISTORY_FILE
 
 logger = get_logger(__name__)

@@ -22,7 +22,6 @@ model cards are :mod:`.cards`'.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import math
 import signal
 import time
@@ -50,32 +49,17 @@ from .checkpointing import (
     save_checkpoint,
     warn_if_low_disk_space,
 )
+from .finished_run import FinishedRun
 from .launch import make_accelerator
-from .plotting import plot_attention, plot_loss_curves, write_history
-from .run_files import record_arguments, save_metrics, write_trainer_state
+from .optimizers import build_optimizer, model_width
+from .plotting import plot_loss_curves, write_history
+from .run_files import record_arguments
 from .schedules import build_scheduler
+from .sharded import ShardedModelAccess
 from .signals import STOP_SIGNALS, StopSignals, TrainingInterrupted
 
 logger = get_logger(__name__)
 
-SELF_ATTENTION_PLOT = "self_attention.png"
-
-
-def build_optimizer(model: torch.nn.Module, args: EngineArguments) -> torch.optim.Optimizer:
-    """``--optim``: plain SGD (Zaremba et al.) or AdamW (``adamw_torch_fused``: torch's fused kernel where the
-    device has one) over the trainable parameters."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    if args.optim == "sgd":
-        return torch.optim.SGD(params, lr=args.learning_rate, weight_decay=args.weight_decay)
-    fused = args.optim == "adamw_torch_fused" and all(p.device.type in ("cuda", "cpu", "mps") for p in params)
-    return torch.optim.AdamW(params, lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
-                             eps=args.adam_epsilon, weight_decay=args.weight_decay, **({"fused": True} if fused else {}))
-
-
-def model_width(model: torch.nn.Module) -> int | None:
-    """``d_model`` of the Noam schedule: the config's ``d_model`` or ``hidden_size``."""
-    config = getattr(model, "config", None)
-    return getattr(config, "d_model", None) or getattr(config, "hidden_size", None)
 
 
 def share_counts(batches: list[dict[str, Any]], keys: tuple[str, ...]) -> list[float]:
@@ -98,7 +82,7 @@ def perplexity(loss: float) -> float:
     return math.exp(loss) if loss < 700 else math.inf
 
 
-class TrainingLoop:
+class TrainingLoop(ShardedModelAccess, FinishedRun):
     """One training run; :meth:`run` is the whole loop. Subclasses implement the four task hooks."""
 
     plot_title = "Training"
@@ -156,44 +140,6 @@ class TrainingLoop:
         self.stop_signals = StopSignals()
         self.last_eval: dict[str, float] | None = None
         self.last_eval_step = -1
-
-    # ---- sharded models
-    @property
-    def eval_accelerator(self) -> Accelerator | None:
-        """The accelerator whose processes split the held-out data among them (see :func:`process_share`), or None
-        when every process must evaluate all of it: a sharded model gathers its layers in every forward, so every
-        process has to run the same forwards."""
-        return None if self.sharded else self.accelerator
-
-    def unsharded_model(self, weights: dict[str, torch.Tensor] | None = None) -> torch.nn.Module:
-        """A plain model of the trained model's class and config on the CPU, holding ``weights`` (a whole state
-        dict, such as :func:`gather_full_state` gives) or, without them, a fresh initialisation."""
-        config = self.accelerator.unwrap_model(self.model).config
-        with torch.device("cpu"):
-            model = self.model_class(config)
-        if weights is not None:
-            model.load_state_dict(weights, strict=True)
-        return model
-
-    def gathered_model(self) -> torch.nn.Module | None:
-        """The trained model, unsharded: a plain copy on the main process's CPU (None on the others; every
-        process must call this); the model itself when it is not sharded."""
-        model = self.accelerator.unwrap_model(self.model)
-        if not self.sharded and not self.deepspeed:
-            return model
-        weights = self.deepspeed_weights() if self.deepspeed else gather_full_state(model)[0]
-        if not self.accelerator.is_main_process:
-            return None
-        copy = self.unsharded_model(weights)
-        if model.can_generate():
-            copy.generation_config = model.generation_config
-        return copy.train(model.training)
-
-    def deepspeed_weights(self) -> dict[str, torch.Tensor]:
-        """The weights of the model DeepSpeed trains, copied out: ZeRO keeps every parameter as a view into
-        one flat buffer, which safetensors and ``save_pretrained`` take for weights shared between names."""
-        return {name: tensor.detach().clone() for name, tensor in
-                self.accelerator.unwrap_model(self.model).state_dict().items()}
 
     # ---- the task hooks
     def task_defaults(self) -> dict[str, Any]:
@@ -464,69 +410,6 @@ class TrainingLoop:
             "train_tokens_per_second": self.tokens_seen / train_seconds if train_seconds > 0 else math.nan,
             "num_processes": self.accelerator.num_processes,
         }
-
-    # ---- the finished model
-    def save_final_model(self, results: dict[str, Any], training_data: str | None = None, **card_kwargs) -> None:
-        """``save_pretrained`` of the model and tokenizer, generation defaults and the model card."""
-        card_kwargs.setdefault("eval_dataset", self.eval_dataset)
-        accelerator = self.accelerator
-        accelerator.wait_for_everyone()
-        model = self.gathered_model()
-        if accelerator.is_main_process:
-            if model.can_generate():
-                configure_generation(model, self.tokenizer, self.args.generation_max_length)
-            model.save_pretrained(self.args.output_dir)
-            if self.tokenizer is not None:
-                self.tokenizer.save_pretrained(self.args.output_dir)
-            hyper = {**engine_card_arguments(self.args, accelerator.num_processes), **self.card_arguments()}
-            caption = self.plot_self_attention(model)
-            if caption:
-                card_kwargs["images"] = {caption: SELF_ATTENTION_PLOT, **card_kwargs.get("images", {})}
-            write_run_model_card(self.args.output_dir, model, self.tokenizer, results, hyper, training_data,
-                                 **card_kwargs)
-        accelerator.wait_for_everyone()
-
-    def evaluate_only(self) -> dict[str, float]:
-        """``--do_eval`` without ``--do_train``: the metrics of the model as it is, saved as ``eval_results.json``."""
-        results = self.evaluate()
-        if self.accelerator.is_main_process:
-            Path(self.args.output_dir).mkdir(parents=True, exist_ok=True)
-            save_metrics(self.args.output_dir, "eval", results)
-        return results
-
-    def write_results(self, results: dict[str, Any]) -> None:
-        """``train_results.json``, ``eval_results.json``, ``all_results.json`` and ``trainer_state.json``."""
-        output_dir = self.args.output_dir
-        save_metrics(output_dir, "train", {k: v for k, v in results.items() if not k.startswith("eval_")})
-        evaluation = {k: v for k, v in results.items() if k.startswith("eval_")}
-        if evaluation:
-            save_metrics(output_dir, "eval", evaluation)
-        write_trainer_state(output_dir, global_step=self.state.global_step, epoch=self._epoch_progress(),
-                            max_steps=self.total_steps, num_train_epochs=self.args.num_train_epochs,
-                            history=self.state.history, logging_steps=self.logging_steps, eval_steps=self.eval_steps,
-                            save_steps=self.save_steps, train_batch_size=self.args.per_device_train_batch_size)
-
-    @torch.no_grad()
-    def plot_self_attention(self, model) -> str | None:
-        """``self_attention.png``: the last layer's self-attention (heads averaged) over :meth:`attention_sample`,
-        for models that return attention weights; returns the picture's caption, or None when there is none."""
-        sample = self.attention_sample() if self.args.plot else None
-        if sample is None or "output_attentions" not in inspect.signature(model.forward).parameters:
-            return None
-        was_training = model.training
-        model.eval()
-        device = next(model.parameters()).device
-        out = model(**{k: v.to(device) for k, v in sample.items()}, output_attentions=True, return_dict=True)
-        model.train(was_training)
-        attentions = getattr(out, "attentions", None)
-        if not attentions:
-            return None
-        weights = attentions[-1][0].float().mean(dim=0).cpu()  # (query, key)
-        tokens = self.tokenizer.convert_ids_to_tokens(sample["input_ids"][0].tolist())
-        plot_attention(weights.tolist(), tokens, tokens, Path(self.args.output_dir) / SELF_ATTENTION_PLOT,
-                       title=f"Self-attention, last layer ({len(attentions)}), heads averaged: held-out example",
-                       xlabel="key (attended to)", ylabel="query")
-        return "Self-attention of the last layer on a held-out example (rows: queries, columns: keys)"
 
     def train(self, training_data: str | None = None, eval_dataset: str | None = None) -> dict[str, Any]:
         """Run, save the final model and the results files, and return the results. ``training_data`` describes

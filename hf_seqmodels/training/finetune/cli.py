@@ -47,7 +47,7 @@ from ..core.cli import (
     parse_command_line,
     start_run,
 )
-from ..core.loop import SELF_ATTENTION_PLOT
+from ..core.finished_run import SELF_ATTENTION_PLOT
 from ..core.run_files import save_metrics
 from .char_features import DataCollatorForCharTagging, add_char_input_ids
 from .pretrained_embeddings import check_embedding_source, initialise_embeddings

@@ -534,25 +534,69 @@ def test_word_pair_evaluation_is_spearmans_rank_correlation(toy_vectors, tmp_pat
         toy_vectors.evaluate_word_pairs(pairs)
 
 
-def test_glove_step_is_adagrad_on_the_weighted_least_squares():
-    """One entry (i, j): diff = w_i·w̃_j + b_i + b̃_j − log X_ij, g = f(X_ij)·diff·(w̃_j, w_i, 1, 1) (the gradient of
-    ½ f diff²), θ −= η g / sqrt(G) with G the past squared gradients (from 1), then G += g²."""
-    vocab = Vocabulary(["a", "b", "c"], [3, 2, 1])
-    trainer = GloVeTrainer(vocab, GloVeConfig(vector_size=4, learning_rate=0.05, x_max=10.0))
+def _glove_c_entry(params: dict, squared: dict, i: int, j: int, x: float, eta: float, x_max: float) -> float:
+    """glove.c's update of one co-occurrence entry, written out coordinate by coordinate (returns ½ f diff²)."""
+    w, c = params["word"][i], params["context"][j]
+    diff = float(w @ c) + float(params["word_bias"][i]) + float(params["context_bias"][j]) - math.log(x)
+    fdiff = (1.0 if x > x_max else (x / x_max) ** 0.75) * diff
+    cost = 0.5 * fdiff * diff
+    fdiff *= eta  # glove.c: "fdiff *= eta", so gradsq sums (eta * gradient)^2
+    temp1, temp2 = fdiff * c.clone(), fdiff * w.clone()
+    w -= temp1 / squared["word"][i].sqrt()
+    c -= temp2 / squared["context"][j].sqrt()
+    squared["word"][i] += temp1 * temp1
+    squared["context"][j] += temp2 * temp2
+    params["word_bias"][i] -= fdiff / squared["word_bias"][i].sqrt()
+    params["context_bias"][j] -= fdiff / squared["context_bias"][j].sqrt()
+    squared["word_bias"][i] += fdiff * fdiff
+    squared["context_bias"][j] += fdiff * fdiff
+    return cost
+
+
+def _random_glove_trainer(size: int, learning_rate: float = 0.05) -> GloVeTrainer:
+    vocab = Vocabulary([f"w{k}" for k in range(size)], list(range(size, 0, -1)))
+    trainer = GloVeTrainer(vocab, GloVeConfig(vector_size=4, learning_rate=learning_rate, x_max=10.0))
     generator = torch.Generator().manual_seed(0)
-    for p in (trainer.word, trainer.context, trainer.word_bias, trainer.context_bias):
-        p.copy_(torch.randn(p.shape, generator=generator))
+    for p in trainer._parameters().values():
+        p.copy_(torch.randn(p.shape, generator=generator, dtype=torch.float64).float())
     for g_sq in trainer.squared.values():
-        g_sq.fill_(2.0)  # as after earlier steps
-    i, j, x = 0, 2, 4.0
-    w, c, b, bc = trainer.word[i].clone(), trainer.context[j].clone(), float(trainer.word_bias[i]), float(
-        trainer.context_bias[j])
-    f = (x / 10.0) ** 0.75
-    diff = float(w @ c) + b + bc - math.log(x)
-    cost = trainer._step(torch.tensor([i]), torch.tensor([j]), torch.tensor([math.log(x)]), torch.tensor([f]))
-    assert cost == pytest.approx(0.5 * f * diff**2, rel=1e-5)
-    torch.testing.assert_close(trainer.word[i], w - 0.05 * f * diff * c / math.sqrt(2.0))
-    torch.testing.assert_close(trainer.context[j], c - 0.05 * f * diff * w / math.sqrt(2.0))
-    assert float(trainer.word_bias[i]) == pytest.approx(b - 0.05 * f * diff / math.sqrt(2.0), rel=1e-5)
-    torch.testing.assert_close(trainer.squared["word"][i], 2.0 + (f * diff * c) ** 2)
-    torch.testing.assert_close(trainer.squared["context_bias"][j], torch.tensor(2.0 + (f * diff) ** 2))
+        g_sq.uniform_(1.0, 3.0, generator=generator)  # as after earlier steps
+    return trainer
+
+
+def test_glove_batch_of_distinct_rows_is_glove_c_entry_by_entry():
+    """Entries with distinct words and distinct context words: the batch step is glove.c's loop over them, with
+    the accumulator summing (η g)² (summing g² instead shrinks every later step 1/η = 20 times more)."""
+    trainer = _random_glove_trainer(6, learning_rate=0.2)
+    params = {name: p.clone() for name, p in trainer._parameters().items()}
+    squared = {name: g.clone() for name, g in trainer.squared.items()}
+    entries = [(0, 3, 4.0), (1, 5, 30.0), (4, 0, 0.5)]
+    expected_cost = sum(_glove_c_entry(params, squared, i, j, x, 0.2, 10.0) for i, j, x in entries)
+    i, j, x = (torch.tensor(column) for column in zip(*entries, strict=True))
+    cost = trainer._step(i, j, x.float().log(), glove_weight(x.float(), 10.0, 0.75))
+    assert cost == pytest.approx(expected_cost, rel=1e-5)
+    for name, p in trainer._parameters().items():
+        torch.testing.assert_close(p, params[name], msg=name)
+        torch.testing.assert_close(trainer.squared[name], squared[name], msg=name)
+
+
+def test_glove_row_in_several_entries_takes_each_entrys_step_and_their_squares():
+    """A word in two entries of a batch: each entry's glove.c step from the batch's start, summed; the accumulator
+    grows by the sum of their squares (as two updates would), not by the square of the summed gradient."""
+    trainer = _random_glove_trainer(5)
+    entries = [(2, 0, 3.0), (2, 4, 12.0)]
+    starts = []
+    for i, j, x in entries:  # each entry alone, from the same start
+        params = {name: p.clone() for name, p in trainer._parameters().items()}
+        squared = {name: g.clone() for name, g in trainer.squared.items()}
+        _glove_c_entry(params, squared, i, j, x, 0.05, 10.0)
+        starts.append((params, squared))
+    before = {name: p.clone() for name, p in trainer._parameters().items()}
+    squared_before = {name: g.clone() for name, g in trainer.squared.items()}
+    i, j, x = (torch.tensor(column) for column in zip(*entries, strict=True))
+    trainer._step(i, j, x.float().log(), glove_weight(x.float(), 10.0, 0.75))
+    for name, p in trainer._parameters().items():
+        moved = sum(params[name] - before[name] for params, _ in starts)
+        grown = sum(squared[name] - squared_before[name] for _, squared in starts)
+        torch.testing.assert_close(p, before[name] + moved, msg=name)
+        torch.testing.assert_close(trainer.squared[name], squared_before[name] + grown, msg=name)

@@ -1,5 +1,5 @@
 """The main job: train a tokenizer and a small language model on the embedded corpus, evaluate it,
-generate with greedy and beam search, and write a Hub-ready folder.
+generate with greedy search, beam search and seeded sampling, and write a Hub-ready folder.
 
 ``hf-seqmodels demo`` runs it; see ``hf-seqmodels demo --help`` for the options.
 """
@@ -41,6 +41,10 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
     },
 }
 PROMPTS = ["ROMEO:\n", "First Citizen:\nWe"]
+#: the sampled continuation: a small model's greedy and beam-search text soon repeats one phrase; sampling at a
+#: temperature below 1 from the 40 likeliest tokens reads like the corpus (seed: ``DemoOptions.seed`` + the
+#: prompt's index, so the prompts do not share their random draws)
+SAMPLING = dict(do_sample=True, temperature=0.8, top_k=40)
 
 
 @dataclass
@@ -93,16 +97,26 @@ def build_model(options: DemoOptions, tokenizer):
     return FAMILIES[config_class][AutoModelForCausalLM](config)
 
 
+def decoding_methods(options: DemoOptions, seed: int) -> dict[str, dict[str, Any]]:
+    """``{name shown with the text: generate() keyword arguments}``: greedy, beam search and sampling from ``seed``."""
+    sampled = f"sampled (temperature {SAMPLING['temperature']}, top-k {SAMPLING['top_k']}, seed {seed})"
+    return {"greedy": dict(do_sample=False),
+            f"beam search ({options.num_beams} beams)": dict(num_beams=options.num_beams, do_sample=False),
+            sampled: SAMPLING}
+
+
 def generate_samples(model, tokenizer, options: DemoOptions) -> dict[str, str]:
-    """Greedy and beam-search continuations of each prompt."""
+    """Greedy, beam-search and sampled continuations of each prompt, keyed ``"{method}, prompt {prompt!r}"``.
+
+    The ``i``-th prompt's sample is drawn after ``torch.manual_seed(options.seed + i)`` in a forked random state,
+    so it does not depend on what ran before and leaves the global random state as it was."""
     model.eval()
     samples = {}
-    for prompt in PROMPTS:
-        ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"]
-        for name, kwargs in {"greedy": dict(do_sample=False),
-                             f"beam search ({options.num_beams} beams)": dict(num_beams=options.num_beams,
-                                                                              do_sample=False)}.items():
-            with torch.no_grad():
+    for index, prompt in enumerate(PROMPTS):
+        ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"]  # (1, prompt length)
+        for name, kwargs in decoding_methods(options, options.seed + index).items():
+            with torch.no_grad(), torch.random.fork_rng(devices=[]):
+                torch.manual_seed(options.seed + index)
                 out = model.generate(ids, max_new_tokens=options.max_new_tokens, **kwargs)
             text = tokenizer.decode(out[0], skip_special_tokens=True)
             samples[f"{name}, prompt {prompt!r}"] = text

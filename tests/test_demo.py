@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 import torch
@@ -10,7 +11,8 @@ from model_test_utils import run_without_package
 from transformers import AutoModelForCausalLM
 
 from hf_seqmodels.cli import main
-from hf_seqmodels.demo import DemoOptions, corpus_text
+from hf_seqmodels.demo import PROMPTS, DemoOptions, build_model, corpus_text, generate_samples
+from hf_seqmodels.tokenization import train_tokenizer
 
 EXPECTED_FILES = {
     "README.md", "config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
@@ -29,6 +31,39 @@ def test_bad_demo_options_name_the_field():
         DemoOptions(size="huge")
 
 
+def _tiny_model_and_tokenizer(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("First Citizen:\nWe are accounted poor citizens.\nROMEO:\nBut soft!\n" * 5, encoding="utf-8")
+    tokenizer = train_tokenizer([str(corpus)], kind="char", vocab_size=100, min_frequency=1)
+    options = DemoOptions(size="tiny", max_new_tokens=24, num_beams=2, seed=3)
+    return build_model(options, tokenizer), tokenizer, options
+
+
+def test_demo_shows_a_seeded_sample_besides_greedy_and_beam_search(tmp_path, caplog):
+    model, tokenizer, options = _tiny_model_and_tokenizer(tmp_path)
+    torch.manual_seed(123)
+    before = torch.rand(1)
+    torch.manual_seed(123)
+    with caplog.at_level(logging.INFO, logger="hf_seqmodels.demo"):
+        samples = generate_samples(model, tokenizer, options)
+    assert torch.equal(torch.rand(1), before)  # the global random state is left as it was
+    sampled = {prompt: f"sampled (temperature 0.8, top-k 40, seed {3 + i}), prompt {prompt!r}"
+               for i, prompt in enumerate(PROMPTS)}  # one seed per prompt, from --seed 3
+    for prompt in PROMPTS:
+        methods = {f"greedy, prompt {prompt!r}", f"beam search (2 beams), prompt {prompt!r}", sampled[prompt]}
+        assert methods <= set(samples)
+        text = samples[sampled[prompt]]
+        assert text.startswith(prompt) and len(text) > len(prompt)
+        assert text != samples[f"greedy, prompt {prompt!r}"]
+    assert len(samples) == 3 * len(PROMPTS)
+    assert "sampled (temperature 0.8" in caplog.text  # shown to the user, with the other continuations
+    # the same seed draws the same text whatever ran before; another seed draws another
+    torch.rand(10)
+    assert generate_samples(model, tokenizer, options) == samples
+    other = generate_samples(model, tokenizer, DemoOptions(size="tiny", max_new_tokens=24, num_beams=2, seed=4))
+    assert other[f"sampled (temperature 0.8, top-k 40, seed 4), prompt {PROMPTS[0]!r}"] != samples[sampled[PROMPTS[0]]]
+
+
 @pytest.mark.slow
 def test_demo_runs_end_to_end_and_writes_a_hub_ready_folder(tmp_path, capsys):
     corpus = tmp_path / "corpus.txt"
@@ -44,6 +79,7 @@ def test_demo_runs_end_to_end_and_writes_a_hub_ready_folder(tmp_path, capsys):
     assert summary["eval_perplexity"] < 10  # the repetitive text is easy; an untrained model is near 30
     card = (out / "README.md").read_text(encoding="utf-8")
     assert "eval_perplexity" in card and "beam search" in card and "trust_remote_code=True" in card
+    assert "sampled (temperature 0.8, top-k 40, seed 0)" in card
     ids = torch.tensor([[2, 5, 6, 7]])
     report = run_without_package(out, "AutoModelForCausalLM", ids, tmp_path / "logits.safetensors")
     assert report["class"] == "RNNForCausalLM"

@@ -39,6 +39,8 @@ class TransformerConfigBase(PresetMixin, PreTrainedConfig):
         normalize_before: pre-norm, ``x + Sublayer(LayerNorm(x))`` with a final LayerNorm after each
             stack, instead of the paper's post-norm ``LayerNorm(x + Sublayer(x))``.
         layer_norm_eps: the epsilon of every LayerNorm.
+        bias: additive biases in the attention and feed-forward linear maps and in the LayerNorms (``False``:
+            weights only, as GPT-2-shaped models without biases such as nanoGPT's; fewer tensors to update).
         label_smoothing: :math:`\epsilon_{ls}` of the training loss (0.1 in the paper).
         tie_word_embeddings: the pre-softmax linear map shares its weights with the target embeddings.
     """
@@ -57,6 +59,7 @@ class TransformerConfigBase(PresetMixin, PreTrainedConfig):
     scale_embedding: bool = True
     normalize_before: bool = False
     layer_norm_eps: float = 1e-5
+    bias: bool = True
     label_smoothing: float | int = 0.0
     tie_word_embeddings: bool = True
     use_cache: bool = True

@@ -13,15 +13,16 @@ class PositionwiseFeedForward(nn.Module):
     .. math:: \mathrm{FFN}(x) = \max(0, x W_1 + b_1) W_2 + b_2
 
     (ReLU in the paper; ``activation`` names any function of ``transformers.activations``, e.g. ``"gelu"``
-    for BERT). ``dropout`` acts on the inner activations.
+    for BERT). ``dropout`` acts on the inner activations; ``bias=False`` drops :math:`b_1, b_2`.
     """
 
-    def __init__(self, hidden_size: int, intermediate_size: int, activation: str = "relu", dropout: float = 0.0):
+    def __init__(self, hidden_size: int, intermediate_size: int, activation: str = "relu", dropout: float = 0.0,
+                 bias: bool = True):
         super().__init__()
-        self.fc1 = nn.Linear(hidden_size, intermediate_size)  # W_1, b_1
+        self.fc1 = nn.Linear(hidden_size, intermediate_size, bias=bias)  # W_1, b_1
         self.activation = ACT2FN[activation]
         self.dropout = nn.Dropout(dropout)
-        self.fc2 = nn.Linear(intermediate_size, hidden_size)  # W_2, b_2
+        self.fc2 = nn.Linear(intermediate_size, hidden_size, bias=bias)  # W_2, b_2
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.fc2(self.dropout(self.activation(self.fc1(hidden_states))))  # (B, T, d)

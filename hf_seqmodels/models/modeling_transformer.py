@@ -38,7 +38,7 @@ from .multi_head_attention import attention_mask as build_attention_mask
 from .output_flags import output_flags, structured
 from .positional_encoding import build_positional_encoding, position_ids_from_mask
 from .source_vocabulary import SourceVocabularyMixin
-from .teacher_forcing import needs_decoder_inputs, shift_tokens_right, token_cross_entropy
+from .teacher_forcing import needs_decoder_inputs, next_token_labels, shift_tokens_right, token_cross_entropy
 from .transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
 
 
@@ -68,7 +68,7 @@ class TransformerEmbeddings(nn.Module):
 
 def final_norm(config: TransformerConfigBase) -> nn.LayerNorm | None:
     """Pre-norm stacks end with a LayerNorm (their last sub-layer output is not normalised); post-norm ones don't."""
-    return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.normalize_before else None
+    return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias) if config.normalize_before else None
 
 
 def ids_or_embeds(input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, prefix: str = "") -> torch.Tensor:
@@ -209,7 +209,8 @@ class DecoderStack:
             check_input_ids(input_ids, self.config.vocab_size, "decoder_input_ids" if self.cross_attention else "input_ids")
         if self.cross_attention and encoder_hidden_states is None:
             raise ValueError("the encoder-decoder's decoder needs `encoder_hidden_states` (the encoder output)")
-        use_cache = use_cache if use_cache is not None else self.config.use_cache
+        if use_cache is None:  # a training forward reads no cache: building one would copy every key and value
+            use_cache = self.config.use_cache and not (self.training and torch.is_grad_enabled())
         past_key_values = given_cache(past_key_values, cache)
         if self.checkpointing():  # the checkpointed layers would not fill the cache
             use_cache, past_key_values = False, None
@@ -295,7 +296,8 @@ class TransformerPreTrainedModel(PreTrainedModel):
             init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5)
         elif isinstance(module, nn.LayerNorm):
             init.ones_(module.weight)
-            init.zeros_(module.bias)
+            if module.bias is not None:
+                init.zeros_(module.bias)
         else:
             super()._init_weights(module)
 
@@ -601,7 +603,7 @@ class TransformerForCausalLM(TransformerPreTrainedModel, GenerationMixin):
         if shift_labels is not None:
             loss = token_cross_entropy(logits, shift_labels, smoothing, num_items_in_batch)
         elif labels is not None:
-            loss = token_cross_entropy(logits[:, :-1], labels[:, 1:], smoothing, num_items_in_batch)
+            loss = token_cross_entropy(logits, next_token_labels(labels), smoothing, num_items_in_batch)
         return CausalLMOutputWithPast(
             loss=loss, logits=logits, **cache_field(output_cache(out)),
             hidden_states=out.hidden_states, attentions=out.attentions,

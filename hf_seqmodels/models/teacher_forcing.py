@@ -35,6 +35,13 @@ def token_cross_entropy(
     return loss / count
 
 
+def next_token_labels(labels: torch.LongTensor) -> torch.LongTensor:
+    """The targets of a causal LM's ``T`` positions from ``labels`` ``(B, T)``: position ``t`` predicts
+    ``labels[:, t + 1]``, the last one nothing (``-100``). Scoring all ``T`` logits against these ``(B, T)``
+    targets is the loss of ``logits[:, :-1]`` against ``labels[:, 1:]`` without copying the logits."""
+    return nn.functional.pad(labels[:, 1:], (0, 1), value=-100)
+
+
 def needs_decoder_inputs(decoder_input_ids, decoder_inputs_embeds=None, labels=None) -> None:
     """An encoder-decoder *head* must be given what its decoder reads: raise a ValueError naming the arguments
     when ``decoder_input_ids``, ``decoder_inputs_embeds`` and ``labels`` are all missing. (The base models run
@@ -45,4 +52,4 @@ def needs_decoder_inputs(decoder_input_ids, decoder_inputs_embeds=None, labels=N
                          "`generate()` provides them itself.")
 
 
-__all__ = ["needs_decoder_inputs", "shift_tokens_right", "token_cross_entropy"]
+__all__ = ["needs_decoder_inputs", "next_token_labels", "shift_tokens_right", "token_cross_entropy"]

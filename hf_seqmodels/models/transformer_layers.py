@@ -4,7 +4,7 @@ language model and (the encoder layer) BERT.
 Every sub-layer (attention or feed-forward) sits in a residual connection with layer normalisation,
 :class:`AddNorm`: after the sum as in the paper (post-norm), or before the sub-layer (pre-norm).
 Layers read ``hidden_size``, ``dropout``, ``attention_dropout``, ``activation_dropout``,
-``activation_function``, ``normalize_before`` and ``layer_norm_eps`` from the config.
+``activation_function``, ``normalize_before``, ``layer_norm_eps`` and (when the config has it) ``bias``.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ class AddNorm(nn.LayerNorm):
     Use as ``x = add_norm(x, sublayer(add_norm.sublayer_input(x)))``.
     """
 
-    def __init__(self, hidden_size: int, dropout: float, normalize_before: bool, eps: float):
-        super().__init__(hidden_size, eps=eps)
+    def __init__(self, hidden_size: int, dropout: float, normalize_before: bool, eps: float, bias: bool = True):
+        super().__init__(hidden_size, eps=eps, bias=bias)
         self.dropout = nn.Dropout(dropout)
         self.normalize_before = normalize_before
 
@@ -41,7 +41,13 @@ class AddNorm(nn.LayerNorm):
 
 
 def add_norm(config) -> AddNorm:
-    return AddNorm(config.hidden_size, config.dropout, config.normalize_before, config.layer_norm_eps)
+    return AddNorm(config.hidden_size, config.dropout, config.normalize_before, config.layer_norm_eps,
+                   getattr(config, "bias", True))
+
+
+def feed_forward(config, ffn_dim: int) -> PositionwiseFeedForward:
+    return PositionwiseFeedForward(config.hidden_size, ffn_dim, config.activation_function,
+                                   config.activation_dropout, getattr(config, "bias", True))
 
 
 class TransformerEncoderLayer(GradientCheckpointingLayer):
@@ -51,9 +57,7 @@ class TransformerEncoderLayer(GradientCheckpointingLayer):
         super().__init__()
         self.self_attn = MultiHeadAttention(config, config.hidden_size, num_heads, config.attention_dropout)
         self.self_attn_norm = add_norm(config)
-        self.feed_forward = PositionwiseFeedForward(
-            config.hidden_size, ffn_dim, config.activation_function, config.activation_dropout
-        )
+        self.feed_forward = feed_forward(config, ffn_dim)
         self.ffn_norm = add_norm(config)
 
     def forward(
@@ -83,7 +87,7 @@ class TransformerDecoderLayer(GradientCheckpointingLayer):
         self.self_attn_norm = add_norm(config)
         self.cross_attn = MultiHeadAttention(config, d, num_heads, p, layer_idx) if cross_attention else None
         self.cross_attn_norm = add_norm(config) if cross_attention else None
-        self.feed_forward = PositionwiseFeedForward(d, ffn_dim, config.activation_function, config.activation_dropout)
+        self.feed_forward = feed_forward(config, ffn_dim)
         self.ffn_norm = add_norm(config)
 
     def forward(

@@ -1,0 +1,196 @@
+"""Training step of ``TransformerForCausalLM`` against a minimal hand-written GPT of the same sizes.
+
+The reference is the causal Transformer of nanoGPT's ``model.py`` written out in one file (:class:`HandGPT`):
+pre-norm blocks, one fused query/key/value projection, ``F.scaled_dot_product_attention(is_causal=True)``,
+exact GELU, learned positions, the output layer tied to the token embeddings, no biases, no dropout. Ours is
+the GPT-shaped ``TransformerLMConfig`` of the same sizes (``normalize_before``, ``gelu``, ``learned``
+positions, ``scale_embedding=False``, ``bias=False``, dropout 0), called as the LM trainer calls it
+(``shift_labels``, ``use_cache=False``). Before timing, the reference is loaded with our weights and must
+give the same loss.
+
+A step is ``zero_grad``, forward with the loss, backward and an AdamW step (the same optimizer on both sides;
+``--optim``). Rounds alternate between the two (interleaved) and the ratio is the median over rounds of ours /
+reference. Sizes:
+
+* ``nanogpt``: nanoGPT's CPU configuration for Tiny Shakespeare: 4 layers, 4 heads, width 128, context 64,
+  batch 12, 65 characters;
+* ``4x256``: 4 layers, 4 heads, width 256, context 128, batch 32.
+
+Target: ours / reference <= 1.0 at both sizes.
+
+    python -m benchmarks.bench_transformer_step
+    python -m benchmarks.bench_transformer_step --sizes nanogpt --repeats 9 --bf16 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+from contextlib import nullcontext
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from hf_seqmodels import TransformerForCausalLM, TransformerLMConfig
+
+from .common import (
+    add_common_args,
+    interleaved_timings,
+    paired_ratio,
+    print_table,
+    report_ratio,
+    setup,
+    write_json,
+)
+
+TARGET = 1.0
+SIZES = {  # layers, heads, width, context, batch, vocabulary, steps per timed round
+    "nanogpt": dict(layers=4, heads=4, width=128, context=64, batch=12, vocab=65, steps=10),
+    "4x256": dict(layers=4, heads=4, width=256, context=128, batch=32, vocab=65, steps=2),
+}
+
+
+class HandBlock(nn.Module):
+    """``x + Attn(LN(x))``, then ``x + MLP(LN(x))``; no biases."""
+
+    def __init__(self, width: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = nn.LayerNorm(width, bias=False)
+        self.c_attn = nn.Linear(width, 3 * width, bias=False)  # queries, keys and values at once
+        self.c_proj = nn.Linear(width, width, bias=False)
+        self.ln_2 = nn.LayerNorm(width, bias=False)
+        self.c_fc = nn.Linear(width, 4 * width, bias=False)
+        self.mlp_proj = nn.Linear(4 * width, width, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, width = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(width, dim=2)  # 3 x (B, T, C)
+        q, k, v = (t.view(batch, length, self.heads, width // self.heads).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, nh, T, hs)
+        x = x + self.c_proj(y.transpose(1, 2).contiguous().view(batch, length, width))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x))))
+
+
+class HandGPT(nn.Module):
+    """Token and position embeddings, the blocks, a final LayerNorm and the tied output layer."""
+
+    def __init__(self, vocab: int, context: int, width: int, layers: int, heads: int):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, width)
+        self.wpe = nn.Embedding(context, width)
+        self.blocks = nn.ModuleList(HandBlock(width, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(width, bias=False)
+        self.lm_head = nn.Linear(width, vocab, bias=False)
+        self.lm_head.weight = self.wte.weight
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """``idx``, ``targets`` ``(B, T)`` -> the mean next-token cross-entropy."""
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))  # (B, T, C)
+        for block in self.blocks:
+            x = block(x)
+        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+    @torch.no_grad()
+    def load_from(self, model: TransformerForCausalLM) -> HandGPT:
+        """Copy the weights of our model (its q, k, v projections stacked into ``c_attn``)."""
+        stack = model.model
+        self.wte.weight.copy_(stack.embeddings.embed_tokens.weight)
+        self.wpe.weight.copy_(stack.embeddings.embed_positions.weight)
+        for block, layer in zip(self.blocks, stack.layers, strict=True):
+            attention = layer.self_attn
+            block.ln_1.weight.copy_(layer.self_attn_norm.weight)
+            block.c_attn.weight.copy_(torch.cat([attention.q_proj.weight, attention.k_proj.weight,
+                                                 attention.v_proj.weight]))
+            block.c_proj.weight.copy_(attention.out_proj.weight)
+            block.ln_2.weight.copy_(layer.ffn_norm.weight)
+            block.c_fc.weight.copy_(layer.feed_forward.fc1.weight)
+            block.mlp_proj.weight.copy_(layer.feed_forward.fc2.weight)
+        self.ln_f.weight.copy_(stack.final_norm.weight)
+        return self
+
+
+def gpt_shaped(size: dict) -> TransformerLMConfig:
+    return TransformerLMConfig(
+        vocab_size=size["vocab"], d_model=size["width"], decoder_layers=size["layers"],
+        decoder_attention_heads=size["heads"], decoder_ffn_dim=4 * size["width"],
+        max_position_embeddings=size["context"], normalize_before=True, activation_function="gelu",
+        position_embedding_type="learned", scale_embedding=False, bias=False, dropout=0.0, pad_token_id=None,
+        bos_token_id=None, eos_token_id=None,
+    )
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
+    parser.add_argument("--optim", default="adamw_torch_fused", choices=["adamw_torch_fused", "adamw_torch"],
+                        help="the optimizer of both sides (the training loop's --optim names)")
+    parser.add_argument("--bf16", action="store_true", help="both sides under CPU bf16 autocast (as --bf16 trains)")
+    add_common_args(parser, repeats=7, warmup=1)
+    return parser.parse_args()
+
+
+def stepper(model: nn.Module, loss_of, args: argparse.Namespace, steps: int):
+    """A round of ``steps`` training steps of ``model``; ``loss_of(model)`` runs its forward."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1,
+                                  fused=args.optim == "adamw_torch_fused")
+    precision = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if args.bf16 else nullcontext
+
+    def run() -> None:
+        for _ in range(steps):
+            optimizer.zero_grad(set_to_none=True)
+            with precision():
+                loss = loss_of(model)
+            loss.backward()
+            optimizer.step()
+
+    return run
+
+
+def bench_size(name: str, args: argparse.Namespace) -> dict:
+    size = SIZES[name]
+    torch.manual_seed(args.seed)
+    ours = TransformerForCausalLM(gpt_shaped(size)).train()
+    reference = HandGPT(size["vocab"], size["context"], size["width"], size["layers"], size["heads"])
+    reference.load_from(ours).train()
+    ids = torch.randint(0, size["vocab"], (size["batch"], size["context"] + 1))
+    x, y = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()  # (B, T) inputs and their next tokens
+
+    def our_loss(model):
+        return model(x, shift_labels=y, use_cache=False).loss
+
+    def reference_loss(model):
+        return model(x, y)
+
+    same = torch.allclose(our_loss(ours), reference_loss(reference), rtol=1e-5, atol=1e-5)
+    if not same:
+        raise SystemExit(f"FAIL: {name}: the reference with our weights gives another loss")
+    counts = {"ours": len(list(ours.parameters())), "reference": len(list(reference.parameters()))}
+    steps = size["steps"]
+    contenders = {"ours": stepper(ours, our_loss, args, steps),
+                  "reference": stepper(copy.deepcopy(reference), reference_loss, args, steps)}
+    times = interleaved_timings(contenders, args.repeats, args.warmup)
+    per_step = {k: statistics.median(t) / steps * 1e3 for k, t in times.items()}
+    print(f"\n{name}: {size['layers']} layers x {size['width']}, {size['heads']} heads, context {size['context']}, "
+          f"batch {size['batch']}; parameter tensors ours {counts['ours']}, reference {counts['reference']}")
+    print_table(["contender", "ms/step"], [[k, v] for k, v in per_step.items()])
+    precision = "bf16" if args.bf16 else "fp32"
+    ratio = report_ratio(f"{name} ({precision}, {args.optim}): ours / hand-written step time",
+                         paired_ratio(times["ours"], times["reference"]), TARGET, higher_is_better=False)
+    return {"size": name, **size, "ms_per_step": per_step, "parameter_tensors": counts, **ratio}
+
+
+def main() -> None:
+    args = parse_args()
+    setup(args)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.optim}, "
+          f"{'bf16 autocast' if args.bf16 else 'fp32'}; median of {args.repeats} interleaved rounds")
+    results = [bench_size(name, args) for name in args.sizes]
+    write_json(args.json, {"benchmark": "transformer_step", "args": vars(args), "results": results})
+
+
+if __name__ == "__main__":
+    main()

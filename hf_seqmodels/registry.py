@@ -284,6 +284,13 @@ def family_of(config_or_class) -> Family:
                      f"{[f.name for f in FAMILY_DESCRIPTIONS]}")
 
 
+def families_with_head(*auto_classes) -> dict[str, type]:
+    """``{family name: config class}`` of the families with a head for any of ``auto_classes`` (e.g.
+    ``AutoModelForCausalLM``): the families a training script can build, read from the registry."""
+    return {family.name: family.config_class for family in FAMILY_DESCRIPTIONS
+            if any(auto_class in family.heads for auto_class in auto_classes)}
+
+
 def family_named(name: str) -> Family:
     """The :class:`Family` called ``name`` (``"rnn"``, ``"bert"``, ...); ValueError listing them otherwise."""
     for family in FAMILY_DESCRIPTIONS:

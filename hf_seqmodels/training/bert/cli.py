@@ -23,7 +23,7 @@ from accelerate.logging import get_logger
 from accelerate.utils import set_seed
 from transformers import AutoModelForPreTraining
 
-from ...models import BertConfig
+from ...registry import families_with_head
 from ..core.cli import (
     build_model,
     configure_logging,
@@ -44,7 +44,7 @@ from .trainer import BERT_DEFAULTS, BertPretrainingArguments, BertPretrainingLoo
 
 logger = get_logger(__name__)
 
-MODEL_FAMILIES = {"bert": BertConfig}
+MODEL_FAMILIES = families_with_head(AutoModelForPreTraining)  # bert
 ModelArguments = model_arguments(MODEL_FAMILIES, "bert", "wordpiece", "tiny, bert-mini, bert-small, bert-base")
 
 

@@ -35,7 +35,7 @@ from accelerate.utils import set_seed
 from transformers import AutoTokenizer
 
 from ...hub import write_model_card
-from ...models import BertConfig, BiLSTMCRFConfig, RNNConfig, TextCNNConfig
+from ...registry import families_with_head
 from ..core.arguments import EngineArguments
 from ..core.cards import engine_card_arguments
 from ..core.cli import build_model as build_family_model
@@ -56,7 +56,7 @@ from .trainer import BATCH_DEFAULTS, FINETUNE_DEFAULTS, FinetuneTrainingLoop, Sp
 
 logger = get_logger(__name__)
 
-MODEL_FAMILIES = {"bert": BertConfig, "bilstm_crf": BiLSTMCRFConfig, "rnn": RNNConfig, "textcnn": TextCNNConfig}
+MODEL_FAMILIES = families_with_head(*TASKS.values())  # bert, bilstm_crf, rnn, textcnn
 PREDICTIONS_FILE = "test_predictions.jsonl"
 #: the tokenizer-training options of the shared model arguments: fine-tuning loads its tokenizer
 TOKENIZER_TRAINING = ("vocab_size", "min_frequency", "lowercase")

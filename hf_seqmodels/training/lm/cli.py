@@ -24,7 +24,7 @@ from accelerate.logging import get_logger
 from accelerate.utils import set_seed
 from transformers import AutoModelForCausalLM
 
-from ...models import NNLMConfig, RNNConfig, TransformerLMConfig
+from ...registry import families_with_head
 from ..core.cli import (
     build_model,
     configure_logging,
@@ -45,7 +45,7 @@ from .trainer import LM_DEFAULTS, LMTrainingArguments, LMTrainingLoop
 
 logger = get_logger(__name__)
 
-MODEL_FAMILIES = {"nnlm": NNLMConfig, "rnn": RNNConfig, "transformer_lm": TransformerLMConfig}
+MODEL_FAMILIES = families_with_head(AutoModelForCausalLM)  # nnlm, rnn, transformer_lm
 ModelArguments = model_arguments(MODEL_FAMILIES, "rnn", "char", "tiny, zaremba-small, bengio-2003, gpt-1")
 
 

@@ -33,7 +33,7 @@ from accelerate.logging import get_logger
 from accelerate.utils import set_seed
 from transformers import AutoModelForSeq2SeqLM
 
-from ...registry import FAMILIES
+from ...registry import families_with_head
 from ..core.cards import engine_card_arguments, write_run_model_card
 from ..core.cli import (
     SEQ2SEQ_TEMPLATE,
@@ -61,8 +61,7 @@ from .trainer import SEQ2SEQ_DEFAULTS, Seq2SeqTrainingArguments, Seq2SeqTraining
 
 logger = get_logger(__name__)
 
-MODEL_FAMILIES = {config.model_type.removeprefix("hfsm_"): config
-                  for config, heads in FAMILIES.items() if AutoModelForSeq2SeqLM in heads}
+MODEL_FAMILIES = families_with_head(AutoModelForSeq2SeqLM)  # rnn_seq2seq, transformer
 SPLITS = ("train", "validation", "test")
 ATTENTION_PLOT = "attention.png"
 

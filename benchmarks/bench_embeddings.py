@@ -134,6 +134,7 @@ def _run(job: dict, queue: mp.Queue) -> None:
             elif job["method"] == "glove":
                 glove = GloVeConfig(epochs=job["glove_epochs"], seed=job["seed"])
                 matrix = count_cooccurrences(corpus, len(vocab), glove.window)
+                count_seconds = time.perf_counter() - start
                 vectors = GloVeTrainer(vocab, glove).train(matrix, progress=False)
             else:
                 svd = SVDConfig(seed=job["seed"])
@@ -144,6 +145,8 @@ def _run(job: dict, queue: mp.Queue) -> None:
               "words_per_cpu_second": len(corpus.ids) * job["epochs"] / cpu_seconds,
               "peak_mb": memory.peak, "tokens": len(corpus.ids), "wordsim353": float("nan"),
               "analogies_correct": 0, "analogies_answered": 0}
+    if job["method"] == "glove":
+        result.update(count_seconds=count_seconds, nonzero_entries=len(matrix))
     if job["has_gensim"]:
         analogies = vectors.evaluate_analogies(_gensim_test_file("questions-words.txt"))
         result.update(wordsim353=vectors.evaluate_word_pairs(_gensim_test_file("wordsim353.tsv")).spearman,
@@ -216,6 +219,13 @@ def main() -> None:
                 r = run({**base, "files": files, "method": "glove", "library": "ours", "seed": 0, "repeat": times})
                 results[f"glove x{times}"] = [r]
                 show(f"glove, corpus x{times}", r)
+                print(f"  {r['tokens']:,} tokens, {r['nonzero_entries']:,} co-occurrences: {r['seconds']:.0f} s "
+                      f"({r['count_seconds']:.0f} s counting, {args.glove_epochs} epochs)", flush=True)
+        skipgram = results.get("skipgram:negative_sampling ours")
+        if has_gensim and skipgram:
+            gap = sum(r["wordsim353"] for r in skipgram) / len(skipgram) - results[f"glove x{args.glove_repeat}"][0][
+                "wordsim353"]
+            print(f"WordSim353, our skip-gram NS minus GloVe x{args.glove_repeat}: {gap:.3f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"settings": vars(args), "results": results}, indent=1))
 

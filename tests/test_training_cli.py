@@ -88,6 +88,8 @@ def test_the_preset_recipe_fills_what_the_command_line_leaves_out(tmp_path):
     switched = lm_arguments([*base, "--preset", "zaremba-small", "--optim", "adamw_torch"])[2]
     assert switched.learning_rate == 1e-3, "SGD's learning rate must not reach AdamW"
     assert switched.lr_scheduler_type == "linear" and switched.scheduler_kwargs == {}
+    rescheduled = lm_arguments([*base, "--preset", "zaremba-small", "--lr_scheduler_type", "cosine"])[2]
+    assert rescheduled.optim == "sgd" and rescheduled.scheduler_kwargs == {}, "zaremba's options must not reach cosine"
 
 
 def test_a_user_mistake_is_one_line_with_exit_status_two(tmp_path):

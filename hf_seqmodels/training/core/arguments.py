@@ -37,6 +37,7 @@ STRATEGIES = ("no", "steps", "epoch")
 FALLBACKS: dict[str, Any] = {
     "optim": "adamw_torch", "lr_scheduler_type": "linear", "warmup_steps": 0, "weight_decay": 0.0,
     "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_epsilon": 1e-8, "max_grad_norm": 1.0, "num_train_epochs": 3.0,
+    "gradient_accumulation_steps": 1,
 }
 #: learning rate by optimizer when neither the command line nor a recipe for that optimizer gives one
 DEFAULT_LEARNING_RATES = {"sgd": 1.0, "adamw_torch": 1e-3, "adamw_torch_fused": 1e-3}
@@ -71,8 +72,9 @@ class EngineArguments:
         "batch size per process (default: the preset's recipe)"))
     per_device_eval_batch_size: int | None = field(default=None, metadata=_help(
         "evaluation batch size per process (default: the task's)"))
-    gradient_accumulation_steps: int = field(default=1, metadata=_help(
-        "batches per update; their losses are weighted so that the update sees the mean over all their targets"))
+    gradient_accumulation_steps: int | None = field(default=None, metadata=_help(
+        "batches per update; their losses are weighted so that the update sees the mean over all their targets "
+        "(default: recipe, 1)"))
     learning_rate: float | None = field(default=None, metadata=_help(
         "peak learning rate (default: the recipe's for its optimizer, else 1.0 for sgd and 1e-3 for AdamW)"))
     weight_decay: float | None = field(default=None, metadata=_help("decoupled weight decay (default: recipe, 0)"))
@@ -241,6 +243,9 @@ class EngineArguments:
         optim = self.optim or recipe.get("optim") or FALLBACKS["optim"]
         if recipe.get("optim", optim) != optim:
             recipe = {k: v for k, v in recipe.items() if k not in OPTIMIZER_BOUND}
+        if self.lr_scheduler_type is not None and recipe.get("lr_scheduler_type", self.lr_scheduler_type) != \
+                self.lr_scheduler_type:  # the recipe's schedule options belong to its schedule
+            recipe.pop("lr_scheduler_kwargs", None)
         filled = {}
         for source in (recipe, task_defaults or {}, FALLBACKS, {"learning_rate": DEFAULT_LEARNING_RATES[optim]}):
             for name, value in source.items():

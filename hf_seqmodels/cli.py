@@ -28,8 +28,8 @@ def _demo_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "demo", help="train a tokenizer and a small LM on the embedded corpus, generate, export",
         description="Train a tokenizer and a small language model on a small corpus (by default the "
-        "embedded Tiny Shakespeare slice), report validation perplexity, generate with greedy and beam "
-        "search, and write a Hub-ready folder.",
+        "embedded Tiny Shakespeare slice), report validation perplexity, generate with greedy search, beam "
+        "search and sampling, and write a Hub-ready folder.",
     )
     p.add_argument("--output_dir", default=defaults.output_dir)
     p.add_argument("--model_family", choices=sorted(SIZES), default=defaults.model_family)

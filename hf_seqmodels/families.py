@@ -27,7 +27,7 @@ LABEL_NAMES = ("labels", "next_sentence_label", "start_positions", "end_position
 FIRST_REGULAR_ID = 4  # ids 0-3 are <pad>, <unk>, <bos>, <eos> in every tiny preset
 
 #: the optimizers a recipe names (``TrainingArguments.optim`` values)
-RECIPE_OPTIMIZERS = ("sgd", "adamw_torch")
+RECIPE_OPTIMIZERS = ("sgd", "adamw_torch", "adamw_torch_fused")
 #: the learning-rate schedules a recipe names: transformers' ``constant``, ``linear``, ``cosine`` and ours,
 #: ``zaremba`` (constant, then times ``decay_factor`` each epoch from ``decay_start_epoch`` on) and ``noam``
 #: (Vaswani et al. 2017: ``learning_rate * d_model^-0.5 * min(s^-0.5, s * warmup_steps^-1.5)``)
@@ -37,9 +37,10 @@ RECIPE_TASK_KEYS = ("bptt", "decay_start_epoch", "decay_factor")
 _SCHEDULE_KEYS = {"zaremba": ("decay_start_epoch", "decay_factor")}
 _ADAM_KEYS = ("adam_beta1", "adam_beta2", "adam_epsilon")
 #: plausible peak learning rates per optimizer (noam: the peak its factor reaches, see :func:`peak_learning_rate`)
-_LEARNING_RATE_RANGES = {"sgd": (1e-3, 50.0), "adamw_torch": (1e-6, 1e-2)}
+_LEARNING_RATE_RANGES = {"sgd": (1e-3, 50.0), "adamw_torch": (1e-6, 1e-2), "adamw_torch_fused": (1e-6, 1e-2)}
 #: the order in which a recipe lists its keys (others follow in their own order)
-_RECIPE_ORDER = ("optim", "learning_rate", *_ADAM_KEYS, "lr_scheduler_type", "decay_start_epoch", "decay_factor",
+_RECIPE_ORDER = ("optim", "learning_rate", *_ADAM_KEYS, "lr_scheduler_type", "lr_scheduler_kwargs", "decay_start_epoch",
+                 "decay_factor",
                  "warmup_steps", "weight_decay", "max_grad_norm", "per_device_train_batch_size",
                  "gradient_accumulation_steps", "bptt", "num_train_epochs", "max_steps")
 

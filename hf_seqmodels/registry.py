@@ -140,6 +140,13 @@ _GPT_1 = dict(optim="adamw_torch", learning_rate=2.5e-4, adam_beta2=0.999, adam_
               lr_scheduler_type="cosine", warmup_steps=2000, weight_decay=0.01, max_grad_norm=1.0,
               per_device_train_batch_size=64, gradient_accumulation_steps=1, num_train_epochs=100, max_steps=-1,
               bptt=512)
+# nanoGPT's CPU recipe for Tiny Shakespeare characters (its README and config/train_shakespeare_char.py): AdamW
+# at 1e-3 (beta2 0.99: few tokens per step), 100 warm-up steps then cosine to 1e-4, weight decay 0.1, gradient
+# norm clipped at 1, 12 windows of 64 characters, 2,000 steps. The fused AdamW kernel takes the same steps.
+_NANOGPT_CPU = dict(optim="adamw_torch_fused", learning_rate=1e-3, adam_beta1=0.9, adam_beta2=0.99, adam_epsilon=1e-8,
+                    lr_scheduler_type="cosine", lr_scheduler_kwargs={"min_lr_ratio": 0.1}, warmup_steps=100,
+                    weight_decay=0.1, max_grad_norm=1.0, per_device_train_batch_size=12, gradient_accumulation_steps=1,
+                    bptt=64, max_steps=2000)
 
 # Devlin et al. (2019), appendix A.2: Adam at 1e-4 (0.9, 0.999; eps 1e-6 in the released code), weight decay
 # 0.01, warm-up over 10,000 steps then linear decay, 256 sequences an update (here 8 accumulated batches of 32),
@@ -233,7 +240,7 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         attentions=lambda config: {"attentions": config.decoder_layers},
         common_properties=("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"),
         capabilities=Capabilities(static_cache=True, inputs_embeds=True, sdpa=True, tied_embeddings=True),
-        recipe=_VASWANI_LM, preset_recipes={"tiny": _TINY_LM, "gpt-1": _GPT_1},
+        recipe=_VASWANI_LM, preset_recipes={"tiny": _TINY_LM, "gpt-1": _GPT_1, "nanogpt-cpu": _NANOGPT_CPU},
     ),
     Family(
         name="bert", config_class=BertConfig,

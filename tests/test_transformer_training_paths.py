@@ -111,3 +111,23 @@ def test_bf16_training_loss_is_close_to_float32():
     loss16.backward()
     assert abs(loss16.item() - loss32.item()) < 0.05 * loss32.item()
     assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in model.parameters())
+
+
+def test_nanogpt_cpu_preset_and_recipe():
+    from hf_seqmodels.families import recipe_problems
+    from hf_seqmodels.registry import training_recipe
+
+    config = TransformerLMConfig.from_preset("nanogpt-cpu", vocab_size=66)
+    assert (config.d_model, config.decoder_layers, config.decoder_attention_heads, config.max_position_embeddings) \
+        == (128, 4, 4, 64)
+    assert config.normalize_before and not config.scale_embedding and not config.bias and config.dropout == 0
+    assert (config.activation_function, config.position_embedding_type) == ("gelu", "learned")
+    model = TransformerForCausalLM(config)
+    assert len(list(model.parameters())) == 35  # 2 embeddings, 4 x 8 weights, the final LayerNorm
+    recipe = training_recipe("transformer_lm", "nanogpt-cpu")
+    assert recipe_problems(recipe, config.d_model) == []
+    assert {k: recipe[k] for k in ("learning_rate", "adam_beta2", "warmup_steps", "weight_decay", "bptt",
+                                   "per_device_train_batch_size", "max_steps", "lr_scheduler_type")} == dict(
+        learning_rate=1e-3, adam_beta2=0.99, warmup_steps=100, weight_decay=0.1, bptt=64,
+        per_device_train_batch_size=12, max_steps=2000, lr_scheduler_type="cosine")
+    assert recipe["lr_scheduler_kwargs"] == {"min_lr_ratio": 0.1}

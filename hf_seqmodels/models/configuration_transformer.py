@@ -169,6 +169,13 @@ class TransformerLMConfig(TransformerConfigBase):
                      max_position_embeddings=64),
         # the decoder of transformer-base as a language model
         "transformer-base": dict(),
+        # nanoGPT's CPU configuration for Tiny Shakespeare characters (Karpathy's README): a GPT-2-shaped
+        # decoder (pre-norm, GELU, learned positions, no embedding scaling, no biases, no dropout), 4 layers,
+        # 4 heads, width 128, 64 characters of context; the vocabulary comes from the tokenizer
+        "nanogpt-cpu": dict(vocab_size=65, d_model=128, decoder_layers=4, decoder_attention_heads=4,
+                            decoder_ffn_dim=512, max_position_embeddings=64, normalize_before=True,
+                            activation_function="gelu", position_embedding_type="learned", scale_embedding=False,
+                            bias=False, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0),
         # Radford et al. (2018), GPT: 12 post-norm layers, learned positions, GELU, 512 tokens of context
         "gpt-1": dict(vocab_size=40478, d_model=768, decoder_layers=12, decoder_attention_heads=12,
                       decoder_ffn_dim=3072, activation_function="gelu", position_embedding_type="learned",

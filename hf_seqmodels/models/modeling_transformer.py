@@ -62,7 +62,9 @@ class TransformerEmbeddings(nn.Module):
         self, input_ids: torch.LongTensor | None, position_ids: torch.LongTensor,
         inputs_embeds: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        tokens = (self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds) * self.scale  # (B, T, d)
+        tokens = self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds  # (B, T, d)
+        if self.scale != 1.0:  # scale_embedding=False multiplies by nothing: no element-wise pass either way
+            tokens = tokens * self.scale
         return self.dropout(tokens + self.embed_positions(position_ids).to(tokens.dtype))  # (B, T, d)
 
 

@@ -85,6 +85,17 @@ def one_torch_thread():
     torch.set_num_threads(previous)
 
 
+@pytest.fixture(autouse=True)
+def no_process_left():
+    """A failed test leaves no training process behind (running, or frozen by SIGSTOP)."""
+    yield
+    while Training.started:
+        process = Training.started.pop()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
 def sentence(chance: random.Random, length: int) -> str:
     return " ".join(chance.choice(WORDS) for _ in range(length))
 
@@ -143,11 +154,14 @@ def kill_flags(name: str, data: Path) -> list[str]:
 class Training:
     """A training script running as a subprocess; a thread reads its log and notes the last update logged."""
 
+    started: list[subprocess.Popen] = []  # killed after each test if still running (see ``no_process_left``)
+
     def __init__(self, name: str, args: list[str]):
         self.name = name
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen([sys.executable, str(REPO / "training" / SCRIPTS[name].file), *args],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        self.started.append(self.process)
         self.lines: list[str] = []
         self.last_step = 0
         self.reader = threading.Thread(target=self._read, daemon=True)

@@ -172,3 +172,34 @@ def test_an_arguments_file_and_the_time_cap_message(tmp_path, caplog):
                                                                         "preset": "nope"}.items()))
     with pytest.raises(ValueError, match="`--preset`='nope'"):
         lm_main([str(yaml_file)])
+
+
+def test_the_learning_rate_curve_shows_the_schedule_as_it_ran(tmp_path):
+    from hf_seqmodels.training.core.plotting import plot_learning_rate
+
+    assert plot_learning_rate([{"step": 1, "train_loss": 2.0}], tmp_path) is None  # nothing logged: no picture
+    history = [{"step": s, "train_loss": 1.0, "learning_rate": 0.1 * (1 - s / 10)} for s in range(1, 10)]
+    path = plot_learning_rate(history + [{"step": 9, "eval_loss": 1.0}], tmp_path)
+    assert path == tmp_path / "learning_rate.png" and path.stat().st_size > 0
+
+
+def test_beam_search_over_a_held_out_set_shows_progress(capsys):
+    from hf_seqmodels import RNNSeq2SeqConfig, RNNSeq2SeqForConditionalGeneration
+    from hf_seqmodels.training.seq2seq.trainer import translate_ids
+
+    class Tokenizer:
+        pad_token_id = 0
+
+        @staticmethod
+        def batch_decode(ids, skip_special_tokens=True):
+            return [" ".join(map(str, row.tolist())) for row in ids]
+
+    torch.manual_seed(0)
+    model = RNNSeq2SeqForConditionalGeneration(RNNSeq2SeqConfig.from_preset("tiny", vocab_size=12))
+    sources = [[5, 6, 3], [7, 3], [8, 9, 10, 3]]
+    texts = translate_ids(model, sources, Tokenizer(), batch_size=2, num_beams=2, max_new_tokens=3)
+    assert len(texts) == 3 and all(isinstance(t, str) for t in texts)
+    shown = capsys.readouterr().err
+    assert "Translating (beam 2)" in shown and "3/3" in shown  # sentences done / all, with rate and time left
+    translate_ids(model, sources, Tokenizer(), batch_size=2, num_beams=2, max_new_tokens=3, disable_tqdm=True)
+    assert "Translating" not in capsys.readouterr().err

@@ -220,7 +220,7 @@ def test_training_lowers_validation_loss(family, tokenizer, corpus_ids, tmp_path
     results = train_causal_lm(model, tokenizer, train_ids, eval_ids, engine_args(tmp_path, num_train_epochs=3,
                                                                                  plot=True))
     assert results["steps"] == 3 * math.ceil((1600 // 4 - 1) / 16)
-    assert (tmp_path / "loss_curve.png").is_file()
+    assert (tmp_path / "loss_curve.png").is_file() and (tmp_path / "learning_rate.png").is_file()
     # a picture of the self-attention for the model that has some, on its card
     has_attention = family == "transformer_lm"
     assert (tmp_path / "self_attention.png").is_file() == has_attention

@@ -52,7 +52,7 @@ from .checkpointing import (
 from .finished_run import FinishedRun
 from .launch import make_accelerator
 from .optimizers import build_optimizer, model_width
-from .plotting import plot_loss_curves, write_history
+from .plotting import plot_learning_rate, plot_loss_curves, write_history
 from .run_files import record_arguments
 from .schedules import build_scheduler
 from .sharded import ShardedModelAccess
@@ -265,6 +265,7 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
             write_history(self.state.history, self.args.output_dir)
             if self.args.plot:
                 plot_loss_curves(self.state.history, self.args.output_dir, self.plot_title)
+                plot_learning_rate(self.state.history, self.args.output_dir)
 
     # ---- resuming and stopping
     def maybe_resume(self) -> None:

@@ -1,4 +1,4 @@
-"""The loss curves of a training run: ``training_history.json`` and ``loss_curve.png``.
+"""The curves of a training run: ``training_history.json``, ``loss_curve.png`` and ``learning_rate.png``.
 
 The history is a list of records, each with ``step`` and ``epoch`` and either ``train_loss`` (and
 ``learning_rate``) or ``eval_loss`` / ``eval_perplexity``; losses are in nats per token.
@@ -12,6 +12,7 @@ from typing import Any
 
 HISTORY_FILE = "training_history.json"
 PLOT_FILE = "loss_curve.png"
+LR_PLOT_FILE = "learning_rate.png"
 
 
 def write_history(history: list[dict[str, Any]], output_dir: str | Path) -> Path:
@@ -48,6 +49,30 @@ def plot_loss_curves(history: list[dict[str, Any]], output_dir: str | Path, titl
     return path
 
 
+def plot_learning_rate(history: list[dict[str, Any]], output_dir: str | Path, title: str | None = None) -> Path | None:
+    """The learning rate of the logged updates against the update step (the schedule as it ran), as
+    ``learning_rate.png`` in ``output_dir``; None when no record carries one."""
+    points = [(r["step"], r["learning_rate"]) for r in history if r.get("learning_rate") is not None]
+    if not points:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3))
+    ax.plot(*zip(*points, strict=True), linewidth=1, marker="." if len(points) < 50 else None)
+    ax.set_xlabel("update step")
+    ax.set_ylabel("learning rate")
+    ax.set_title(title or "Learning-rate schedule")
+    ax.grid(alpha=0.3)
+    path = Path(output_dir) / LR_PLOT_FILE
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def plot_attention(weights, source_tokens: list[str], target_tokens: list[str], path: str | Path,
                    title: str | None = None, xlabel: str = "source", ylabel: str = "output") -> Path:
     """An attention heatmap: ``weights`` ``(target_len, source_len)``, one row per generated token, as a PNG."""
@@ -75,4 +100,5 @@ def plot_attention(weights, source_tokens: list[str], target_tokens: list[str], 
     return path
 
 
-__all__ = ["HISTORY_FILE", "PLOT_FILE", "plot_attention", "plot_loss_curves", "write_history"]
+__all__ = ["HISTORY_FILE", "LR_PLOT_FILE", "PLOT_FILE", "plot_attention", "plot_learning_rate", "plot_loss_curves",
+           "write_history"]

@@ -5,6 +5,8 @@ the weights and the log history of an uninterrupted run.
 
 Each script trains a tiny preset (dropout on, so the RNG state must be restored too) on tiny data written here,
 as a subprocess that the test signals; the uninterrupted reference and the last resume run in this process.
+train_lm and train_seq2seq train their (deterministic) character and word tokenizers, which a resumed run reuses
+from the output folder; pretrain_bert gets one WordPiece tokenizer made here.
 SIGTERM on train_lm.py is tests/test_engine_signals.py's; finetune.py is tests/test_finetune_crash.py's.
 """
 
@@ -27,6 +29,7 @@ import pytest
 import safetensors.torch
 import torch
 
+from hf_seqmodels.tokenization import train_tokenizer
 from hf_seqmodels.training.bert.cli import main as bert_main
 from hf_seqmodels.training.core.checkpointing import (
     TEMP_PREFIX,
@@ -71,7 +74,7 @@ SCRIPTS = {
         "--num_train_epochs", "3", "--num_beams", "1", "--generation_max_length", "10", *COMMON],
         total_steps=30),  # 40 pairs in batches of 4
     "pretrain_bert": Script("pretrain_bert.py", bert_main, lambda data: [
-        "--train_file", str(data / "documents.txt"), "--min_frequency", "1", "--preset", "tiny",
+        "--train_file", str(data / "documents.txt"), "--tokenizer_name", str(data / "wordpiece"), "--preset", "tiny",
         "--max_seq_length", "32", "--per_device_train_batch_size", "4", "--num_train_epochs", "4", *COMMON],
         total_steps=28),  # 18 documents (2 held out): 7 batches of 4 sentence pairs per epoch
 }
@@ -102,8 +105,8 @@ def sentence(chance: random.Random, length: int) -> str:
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
-    """lm.txt (60 lines), train.tsv (40 pairs: a sentence and its words reversed), valid.tsv (4 pairs) and
-    documents.txt (20 documents of 5 sentences, separated by blank lines)."""
+    """lm.txt (60 lines), train.tsv (40 pairs: a sentence and its words reversed), valid.tsv (4 pairs),
+    documents.txt (20 documents of 5 sentences, separated by blank lines) and a WordPiece tokenizer of them."""
     folder = tmp_path_factory.mktemp("data")
     chance = random.Random(0)
     (folder / "lm.txt").write_text("".join(sentence(chance, 8) + "\n" for _ in range(60)), encoding="utf-8")
@@ -113,6 +116,10 @@ def data(tmp_path_factory) -> Path:
         (folder / name).write_text("source\ttarget\n" + pairs, encoding="utf-8")
     documents = ["\n".join(sentence(chance, 6).capitalize() + "." for _ in range(5)) for _ in range(20)]
     (folder / "documents.txt").write_text("\n\n".join(documents) + "\n", encoding="utf-8")
+    # one WordPiece tokenizer for every BERT run: the tokenizers library's WordPiece trainer numbers the same
+    # vocabulary differently from one training to the next, so runs that each trained one would not compare
+    train_tokenizer([folder / "documents.txt"], kind="wordpiece", min_frequency=1,
+                    add_bert_special_tokens=True).save_pretrained(folder / "wordpiece")
     return folder
 
 

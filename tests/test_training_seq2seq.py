@@ -420,6 +420,7 @@ def test_two_cpu_processes_match_one_process(sharding, family, tokenizer, tmp_pa
     two = json.loads((tmp_path / "two" / "training_history.json").read_text())
     single = json.loads((tmp_path / "one" / "training_history.json").read_text())
     assert one["steps"] == 5
+    assert not (tmp_path / "one" / "attention.png").exists()  # --no_plot: no pictures
     a, b = load_file(str(tmp_path / "two" / "model.safetensors")), load_file(str(tmp_path / "one" / "model.safetensors"))
     assert a.keys() == b.keys()
     # A key bias adds q·b to every score of a query, which the softmax cancels: its true gradient is 0 and

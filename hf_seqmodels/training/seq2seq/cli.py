@@ -168,17 +168,20 @@ def report_test_set(loop: Seq2SeqTrainingLoop, corpus: ParallelCorpus, name: str
     model = loop.gathered_model()  # a sharded model is gathered: what follows runs on the main process only
     if acc.is_main_process:
         write_translations(args.output_dir, name, corpus.sources, hypotheses, corpus.targets)
-        alignment = attention_map(model, loop.tokenizer, pairs.sources[0], args.num_beams, loop.source_tokenizer)
+        alignment = (attention_map(model, loop.tokenizer, pairs.sources[0], args.num_beams, loop.source_tokenizer)
+                     if args.plot else None)  # --no_plot: no pictures at all
+        images = {}
         if alignment is not None:
             weights, source_tokens, output_tokens = alignment
             plot_attention(weights.tolist(), source_tokens, output_tokens, Path(args.output_dir) / ATTENTION_PLOT,
                            title=f"Cross-attention, {name} sentence 1")
+            images = {f"Cross-attention of {name} sentence 1": ATTENTION_PLOT}
         samples = {f"{name} sentence {i + 1}": f"{corpus.sources[i]}\n→ {hypotheses[i]}\n(reference: {corpus.targets[i]})"
                    for i in range(min(3, len(pairs)))}
         hyper = {**engine_card_arguments(args, acc.num_processes), **loop.card_arguments()}
         write_run_model_card(args.output_dir, model, loop.tokenizer, {**loop.final_results, **results}, hyper,
                              loop.training_data, samples=samples, tokenizer_description=loop.tokenizer_description(),
-                             images={f"Cross-attention of {name} sentence 1": ATTENTION_PLOT}, eval_dataset=loop.eval_dataset)
+                             images=images, eval_dataset=loop.eval_dataset)
     return results
 
 

@@ -22,6 +22,7 @@ from datasets import Dataset  # noqa: F401
 from model_test_utils import run_in_python_without_package
 from transformers import (  # noqa: F401
     DataCollatorForLanguageModeling,
+    DataCollatorForMultipleChoice,
     DataCollatorForSeq2Seq,
     DataCollatorForTokenClassification,
     DataCollatorWithPadding,
@@ -35,6 +36,8 @@ import hf_seqmodels  # noqa: F401  (registers the Auto classes)
 from hf_seqmodels import (
     BertConfig,
     BertForMaskedLM,
+    BertForMultipleChoice,
+    BertForQuestionAnswering,
     BertForTokenClassification,
     RNNConfig,
     RNNForCausalLM,
@@ -48,7 +51,7 @@ from hf_seqmodels.tokenization import train_tokenizer
 # what the client functions import, in the process without the package
 CLIENT_IMPORTS = (
     "import json, math, random\nfrom itertools import chain\nimport torch\nfrom datasets import Dataset\n"
-    "from transformers import (DataCollatorForLanguageModeling, DataCollatorForSeq2Seq,\n"
+    "from transformers import (DataCollatorForLanguageModeling, DataCollatorForMultipleChoice, DataCollatorForSeq2Seq,\n"
     "    DataCollatorForTokenClassification, DataCollatorWithPadding, Seq2SeqTrainer, Seq2SeqTrainingArguments,\n"
     "    Trainer, TrainingArguments)\nimport transformers\n"
 )
@@ -97,6 +100,37 @@ def translation_rows(n: int, seed: int) -> list[dict]:
     for _ in range(n):
         source = [rng.choice(words) for _ in range(rng.randint(2, 6))]
         rows.append({"translation": {"src": " ".join(source), "tgt": " ".join(reversed(source))}})
+    return rows
+
+
+FILLER = ["she", "said", "that", "it", "was", "nice", "to", "see", "them", "again", "today"]
+
+
+def qa_rows(n: int, seed: int) -> list[dict]:
+    """SQuAD-style rows: the answer to "where ?" is the one place named in the context."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        words = [rng.choice(FILLER) for _ in range(rng.randint(3, 9))]
+        at, place = rng.randint(0, len(words)), rng.choice(PLACES)
+        context = " ".join([*words[:at], "in", place, *words[at:]]) + " ."
+        start = context.index(f"in {place}") + 3
+        rows.append({"id": str(i), "question": "where ?", "context": context,
+                     "answers": {"text": [place], "answer_start": [start]}})
+    return rows
+
+
+def choice_rows(n: int, seed: int) -> list[dict]:
+    """SWAG-style rows: a start and four endings; the right ending is the object, the three others verbs."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        label = rng.randint(0, 3)
+        endings = [rng.choice(VERBS) + " ." for _ in range(4)]
+        endings[label] = rng.choice(OBJECTS) + " ."
+        row = {"sent1": rng.choice(SUBJECTS), "sent2": rng.choice(VERBS), "label": label}
+        row.update({f"ending{k}": ending for k, ending in enumerate(endings)})
+        rows.append(row)
     return rows
 
 
@@ -257,6 +291,84 @@ def translation_client(model, tokenizer, data, out):
             "labels_end_with_eos": all(row[-1] == tokenizer.eos_token_id for row in encoded["train"]["labels"])}
 
 
+def question_answering_client(model, tokenizer, data, out):
+    """run_qa.py: question and context tokenized with ``truncation="only_second"`` and
+    ``return_offsets_mapping``; the answer's characters mapped to start/end token positions through the offsets
+    and ``sequence_ids``; the predicted span read back from the context through the offsets."""
+    max_length = 32
+
+    def prepare_features(batch):
+        encoded = tokenizer(batch["question"], batch["context"], truncation="only_second", max_length=max_length,
+                            return_offsets_mapping=True, padding="max_length")
+        encoded["start_positions"], encoded["end_positions"] = [], []
+        for i, offsets in enumerate(encoded["offset_mapping"]):
+            answer = batch["answers"][i]
+            start_char = answer["answer_start"][0]
+            end_char = start_char + len(answer["text"][0])
+            sequence_ids = encoded.sequence_ids(i)
+            context = [j for j, sequence in enumerate(sequence_ids) if sequence == 1]
+            encoded["start_positions"].append(max(j for j in context if offsets[j][0] <= start_char))
+            encoded["end_positions"].append(min(j for j in context if offsets[j][1] >= end_char))
+            # as run_qa.py keeps them for its post-processing: the offsets of the context's tokens only
+            encoded["offset_mapping"][i] = [o if s == 1 else None for o, s in zip(offsets, sequence_ids, strict=True)]
+        return encoded
+
+    features = {split: Dataset.from_list(rows).map(prepare_features, batched=True,
+                                                   remove_columns=["id", "question", "context", "answers"])
+                for split, rows in data.items()}
+
+    def span_text(row, offsets, start, end):
+        return row["context"][offsets[start][0] : offsets[end][1]]
+
+    validation = features["validation"]
+    labelled = [span_text(row, f["offset_mapping"], f["start_positions"], f["end_positions"])
+                for row, f in zip(data["validation"], validation, strict=True)]
+    trainer = Trainer(model=model, args=client_args(out, learning_rate=5e-3, num_train_epochs=15),
+                      train_dataset=features["train"].remove_columns("offset_mapping"),
+                      processing_class=tokenizer)
+    before = trainer.predict(validation.remove_columns("offset_mapping")).metrics["test_loss"]
+    trainer.train()
+    predicted = trainer.predict(validation.remove_columns("offset_mapping"))
+    start_logits, end_logits = predicted.predictions
+    answers = []
+    for row, feature, starts, ends in zip(data["validation"], validation, start_logits, end_logits, strict=True):
+        context = [j for j, offsets in enumerate(feature["offset_mapping"]) if offsets is not None]
+        start = max(context, key=lambda j: starts[j])
+        end = max((j for j in context if j >= start), key=lambda j: ends[j])
+        answers.append(span_text(row, feature["offset_mapping"], start, end))
+    truth = [row["answers"]["text"][0] for row in data["validation"]]
+    return {"before": before, "after": predicted.metrics["test_loss"],
+            "labelled_spans_exact": labelled == truth, "logits_shape": list(start_logits.shape),
+            "exact_match": sum(a == t for a, t in zip(answers, truth, strict=True)) / len(truth)}
+
+
+def multiple_choice_client(model, tokenizer, data, out):
+    """run_swag.py: the start repeated for each of the four endings, the pairs tokenized flat and regrouped by
+    four, ``DataCollatorForMultipleChoice``."""
+
+    def preprocess(batch):
+        first = [[start] * 4 for start in batch["sent1"]]
+        second = [[f"{header} {batch[f'ending{k}'][i]}" for k in range(4)] for i, header in enumerate(batch["sent2"])]
+        encoded = tokenizer(list(chain(*first)), list(chain(*second)), truncation=True)
+        return {k: [v[i : i + 4] for i in range(0, len(v), 4)] for k, v in encoded.items()}
+
+    columns = ["sent1", "sent2", "ending0", "ending1", "ending2", "ending3"]
+    encoded = {split: Dataset.from_list(rows).map(preprocess, batched=True, remove_columns=columns)
+               for split, rows in data.items()}
+
+    def compute_metrics(prediction):
+        return {"accuracy": float((prediction.predictions.argmax(-1) == prediction.label_ids).mean())}
+
+    trainer = Trainer(model=model, args=client_args(out, learning_rate=5e-3), train_dataset=encoded["train"],
+                      eval_dataset=encoded["validation"], processing_class=tokenizer,
+                      data_collator=DataCollatorForMultipleChoice(tokenizer), compute_metrics=compute_metrics)
+    before = trainer.evaluate()["eval_loss"]
+    trainer.train()
+    predicted = trainer.predict(encoded["validation"])
+    return {"before": before, "after": predicted.metrics["test_loss"], "accuracy": predicted.metrics["test_accuracy"],
+            "predictions_shape": list(predicted.predictions.shape)}
+
+
 # ------------------------------------------------------------------------------------------- the cases
 def causal_lm_case(tmp_path):
     data = {"train": sentences(200, 1), "validation": sentences(40, 2)}
@@ -306,12 +418,32 @@ def translation_case(tmp_path):
     return RNNSeq2SeqForConditionalGeneration(config), tokenizer, data, "AutoModelForSeq2SeqLM"
 
 
+def question_answering_case(tmp_path):
+    data = {"train": qa_rows(200, 11), "validation": qa_rows(40, 12)}
+    lines = ["where ?"] + [row["context"] for row in data["train"]]
+    tokenizer = corpus_tokenizer(tmp_path, lines, kind="word", vocab_size=40, add_bert_special_tokens=True)
+    torch.manual_seed(0)
+    config = BertConfig.from_preset("tiny", vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
+    return BertForQuestionAnswering(config), tokenizer, data, "AutoModelForQuestionAnswering"
+
+
+def multiple_choice_case(tmp_path):
+    data = {"train": choice_rows(160, 13), "validation": choice_rows(40, 14)}
+    tokenizer = corpus_tokenizer(tmp_path, sentences(100, 15), kind="word", vocab_size=40,
+                                 add_bert_special_tokens=True)
+    torch.manual_seed(0)
+    config = BertConfig.from_preset("tiny", vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
+    return BertForMultipleChoice(config), tokenizer, data, "AutoModelForMultipleChoice"
+
+
 CASES = {  # name: (the case, its client)
     "causal_lm": (causal_lm_case, causal_lm_client),
     "masked_lm": (masked_lm_case, masked_lm_client),
     "text_classification": (text_classification_case, text_classification_client),
     "token_classification": (token_classification_case, token_classification_client),
     "translation": (translation_case, translation_client),
+    "question_answering": (question_answering_case, question_answering_client),
+    "multiple_choice": (multiple_choice_case, multiple_choice_client),
 }
 
 
@@ -407,3 +539,18 @@ def test_translation_with_seq2seq_trainer_learns_to_stop(where, tmp_path, reques
     assert max(generated) < 32  # no row ran to generation_max_length
     assert report["exact"] >= 0.8  # the reversal is learnt
     assert report["after"] < 0.5 * report["before"]
+
+
+@WHERE
+def test_question_answering_with_offsets(where, tmp_path, request):
+    report = report_of("question_answering", where, tmp_path, request)
+    assert report["labelled_spans_exact"]  # the offsets map the answer's characters to its tokens and back
+    assert report["logits_shape"] == [40, 32]
+    assert report["after"] < 0.5 * report["before"] and report["exact_match"] >= 0.8
+
+
+@WHERE
+def test_multiple_choice_with_its_collator(where, tmp_path, request):
+    report = report_of("multiple_choice", where, tmp_path, request)
+    assert report["predictions_shape"] == [40, 4]
+    assert report["after"] < 0.5 * report["before"] and report["accuracy"] >= 0.9

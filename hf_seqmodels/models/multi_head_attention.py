@@ -213,7 +213,21 @@ class MultiHeadAttention(nn.Module):
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T, d_k)
 
-    def keys_and_values(self, states, past_key_values, cross: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    def self_projections(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, ...] | None:
+        """Queries, keys and values of a self-attention from one matrix product with the three weights stacked
+        (``(3 d, d)``, as GPT-2 stores them): the same products, one larger kernel instead of three, in the
+        forward and the backward. ``(B, T, d)`` -> 3 x ``(B, H, T, d_k)``; None when a projection is not a
+        plain ``nn.Linear`` without hooks (a PEFT adapter, say), which must then run as a module."""
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        if any(type(p) is not nn.Linear or p._forward_hooks or p._forward_pre_hooks for p in projections):
+            return None
+        weight = torch.cat([p.weight for p in projections])  # (3 d, d)
+        bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
+        stacked = nn.functional.linear(hidden_states, weight, bias)  # (B, T, 3 d)
+        return tuple(self.split_heads(part) for part in stacked.chunk(3, dim=-1))
+
+    def keys_and_values(self, states, past_key_values, cross: bool,
+                        projected: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         if isinstance(past_key_values, EncoderDecoderCache):
             if cross and past_key_values.is_updated.get(self.layer_idx):
                 layer = past_key_values.cross_attention_cache.layers[self.layer_idx]
@@ -221,7 +235,9 @@ class MultiHeadAttention(nn.Module):
             cache = past_key_values.cross_attention_cache if cross else past_key_values.self_attention_cache
         else:
             cache = past_key_values
-        key, value = self.split_heads(self.k_proj(states)), self.split_heads(self.v_proj(states))  # (B, H, S, d_k)
+        if projected is None:
+            projected = self.split_heads(self.k_proj(states)), self.split_heads(self.v_proj(states))
+        key, value = projected  # (B, H, S, d_k)
         if cross and cache is not None:
             # read at every later step: store them contiguous, not as transposed views of the projections
             # (torch's CPU sdpa kernel reads strided keys and values more slowly)
@@ -255,9 +271,10 @@ class MultiHeadAttention(nn.Module):
             The output ``(B, T, d_model)`` and the weights ``(B, H, T, S)`` or None.
         """
         cross = key_value_states is not None
-        query = self.split_heads(self.q_proj(hidden_states))  # (B, H, T, d_k)
+        fused = None if cross else self.self_projections(hidden_states)
+        query = self.split_heads(self.q_proj(hidden_states)) if fused is None else fused[0]  # (B, H, T, d_k)
         states = key_value_states if cross else hidden_states
-        key, value = self.keys_and_values(states, past_key_values, cross)  # (B, H, S, d_k)
+        key, value = self.keys_and_values(states, past_key_values, cross, fused and fused[1:])  # (B, H, S, d_k)
         implementation = "eager" if output_attentions else self.config._attn_implementation
         attend = attention_function(implementation, query, key, attention_mask)
         output, weights = attend(

@@ -88,6 +88,9 @@ def test_the_preset_recipe_fills_what_the_command_line_leaves_out(tmp_path):
     switched = lm_arguments([*base, "--preset", "zaremba-small", "--optim", "adamw_torch"])[2]
     assert switched.learning_rate == 1e-3, "SGD's learning rate must not reach AdamW"
     assert switched.lr_scheduler_type == "linear" and switched.scheduler_kwargs == {}
+    nano = lm_arguments([*base, "--model_family", "transformer_lm", "--preset", "nanogpt-cpu"])[2]
+    assert (nano.max_steps, nano.optim, nano.block_size) == (2000, "adamw_torch_fused", 64)  # the whole command
+    assert lm_arguments([*base, "--preset", "zaremba-small", "--max_steps", "5"])[2].max_steps == 5
     rescheduled = lm_arguments([*base, "--preset", "zaremba-small", "--lr_scheduler_type", "cosine"])[2]
     assert rescheduled.optim == "sgd" and rescheduled.scheduler_kwargs == {}, "zaremba's options must not reach cosine"
 

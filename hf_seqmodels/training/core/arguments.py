@@ -37,7 +37,7 @@ STRATEGIES = ("no", "steps", "epoch")
 FALLBACKS: dict[str, Any] = {
     "optim": "adamw_torch", "lr_scheduler_type": "linear", "warmup_steps": 0, "weight_decay": 0.0,
     "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_epsilon": 1e-8, "max_grad_norm": 1.0, "num_train_epochs": 3.0,
-    "gradient_accumulation_steps": 1,
+    "gradient_accumulation_steps": 1, "max_steps": -1,
 }
 #: learning rate by optimizer when neither the command line nor a recipe for that optimizer gives one
 DEFAULT_LEARNING_RATES = {"sgd": 1.0, "adamw_torch": 1e-3, "adamw_torch_fused": 1e-3}
@@ -84,7 +84,8 @@ class EngineArguments:
     max_grad_norm: float | None = field(default=None, metadata=_help(
         "clip the gradient norm to this; 0 turns clipping off (default: recipe, 1.0)"))
     num_train_epochs: float | None = field(default=None, metadata=_help("passes over the data (default: recipe, 3)"))
-    max_steps: int = field(default=-1, metadata=_help("> 0: stop after this many updates (overrides the epochs)"))
+    max_steps: int | None = field(default=None, metadata=_help(
+        "> 0: stop after this many updates (overrides the epochs); -1: the epochs decide (default: recipe, -1)"))
     lr_scheduler_type: str | None = field(default=None, metadata=_help(
         f"one of {', '.join(SCHEDULES)} (default: recipe, linear)"))
     lr_scheduler_kwargs: str | None = field(default=None, metadata=_help(
@@ -151,7 +152,7 @@ class EngineArguments:
                 raise invalid(name, value, "a number in [0, 1)")
         if self.eval_steps is not None and not self.eval_steps > 0:
             raise invalid("eval_steps", self.eval_steps, "a positive number")
-        if self.max_steps == 0 or self.max_steps < -1:
+        if self.max_steps is not None and (self.max_steps == 0 or self.max_steps < -1):
             raise invalid("max_steps", self.max_steps, "-1 (the epochs decide) or an integer >= 1")
         if self.save_total_limit is not None and self.save_total_limit < 1:
             raise invalid("save_total_limit", self.save_total_limit, "an integer >= 1 (or leave it out: keep all)")

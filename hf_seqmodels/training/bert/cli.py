@@ -79,7 +79,7 @@ def parse_arguments(argv: list[str] | None = None):
     model_args, data_args, training_args = parse_command_line(
         (ModelArguments, DataArguments, BertPretrainingArguments), argv,
         "Pretrain BERT with masked LM + next-sentence prediction.")
-    training_args = training_args.with_recipe(family_recipe(model_args, MODEL_FAMILIES), BERT_DEFAULTS)
+    training_args = training_args.with_recipe(family_recipe(model_args), BERT_DEFAULTS)
     return model_args, data_args, default_actions(training_args)
 
 

@@ -143,21 +143,33 @@ def model_arguments(families: dict[str, type], default_family: str, default_toke
     return dataclasses.make_dataclass("ModelArguments", fields, namespace={"__post_init__": check})
 
 
-def family_recipe(model_args, families: dict[str, type]) -> dict[str, Any]:
-    """The training recipe of the model the arguments describe: the preset's, or the family's default for a
-    model loaded from --model_name_or_path / built from --config_name (:func:`hf_seqmodels.registry.training_recipe`)."""
-    from ...registry import family_of, training_recipe
+def model_family(model_args):
+    """The registry's :class:`~hf_seqmodels.families.Family` of the model the arguments describe: --model_family's,
+    or that of the config of --model_name_or_path / --config_name; None for a model of another library (a Hub BERT)."""
+    from ...registry import family_named, family_of
 
     source = model_args.model_name_or_path or model_args.config_name
-    if source:
-        from transformers import AutoConfig
+    if not source:
+        return family_named(model_args.model_family)
+    from transformers import AutoConfig
 
-        config = AutoConfig.from_pretrained(source, trust_remote_code=model_args.trust_remote_code)
-        try:
-            return training_recipe(family_of(config).name, None)
-        except ValueError:  # a model of another library (a Hub BERT): transformers' defaults
-            return {}
-    return training_recipe(model_args.model_family, model_args.preset)
+    try:
+        return family_of(AutoConfig.from_pretrained(source, trust_remote_code=model_args.trust_remote_code))
+    except ValueError:
+        return None
+
+
+def model_preset(model_args) -> str | None:
+    """The preset a new model is built from; None for a loaded model or one built from --config_name."""
+    return None if model_args.model_name_or_path or model_args.config_name else model_args.preset
+
+
+def family_recipe(model_args, task: str | type | None = None) -> dict[str, Any]:
+    """The training recipe of the model the arguments describe (:meth:`Family.training_recipe`): the preset's, or the
+    family's default for a loaded model or one built from --config_name; ``task`` picks a head's own recipe where
+    the family has one. Empty (transformers' defaults) for a model of another library."""
+    family = model_family(model_args)
+    return {} if family is None else family.training_recipe(model_preset(model_args), task)
 
 
 def start_run(training_args: EngineArguments) -> Accelerator:
@@ -304,6 +316,8 @@ __all__ = [
     "dataset_label",
     "default_actions",
     "family_recipe",
+    "model_family",
+    "model_preset",
     "finish_processes",
     "load_source_tokenizer",
     "load_tokenizer",

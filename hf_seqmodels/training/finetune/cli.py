@@ -44,6 +44,8 @@ from ..core.cli import (
     dataset_label,
     finish_processes,
     model_arguments,
+    model_family,
+    model_preset,
     parse_command_line,
     start_run,
 )
@@ -136,26 +138,13 @@ def finetune_recipe(model_args: ModelArguments, task: str) -> tuple[dict[str, An
     """``(recipe, task defaults)``: a loaded model (``--model_name_or_path``) fine-tunes with transformers'
     defaults and no recipe; a new one (``--preset``/``--config_name``) with its family's recipe for the task's
     head (BERT's fine-tuning recipe, the recurrent classifier's) or else the preset's."""
-    from ...registry import family_named, family_of
-
-    if model_args.model_name_or_path:
+    family = None if model_args.model_name_or_path else model_family(model_args)
+    if family is None:  # a loaded model, or a config of another library: transformers' defaults
         return {}, FINETUNE_DEFAULTS
-    preset = model_args.preset
-    if model_args.config_name:
-        from transformers import AutoConfig
-
-        try:
-            family = family_of(AutoConfig.from_pretrained(model_args.config_name,
-                                                          trust_remote_code=model_args.trust_remote_code))
-        except ValueError:  # a config of another library: transformers' defaults
-            return {}, FINETUNE_DEFAULTS
-        preset = None
-    else:
-        family = family_named(model_args.model_family)
     if TASKS[task] not in family.heads:
         raise ValueError(f"model_family {family.name} has no head for the task {task}: its heads are "
                          f"{', '.join(auto.__name__ for auto in family.heads)}.")
-    return family.training_recipe(preset, TASKS[task]), BATCH_DEFAULTS
+    return family.training_recipe(model_preset(model_args), TASKS[task]), BATCH_DEFAULTS
 
 
 def parse_arguments(argv: list[str] | None = None) -> tuple[ModelArguments, DataArguments, EngineArguments]:

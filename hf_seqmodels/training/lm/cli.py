@@ -77,7 +77,7 @@ def parse_arguments(argv: list[str] | None = None):
         "Train an NNLM, RNN/LSTM/GRU (truncated BPTT) or Transformer causal language model.")
     if data_args.train_file is None and data_args.dataset_name is None:
         raise ValueError("Give --train_file (a .txt file) or --dataset_name (a datasets name).")
-    training_args = default_actions(training_args.with_recipe(family_recipe(model_args, MODEL_FAMILIES), LM_DEFAULTS))
+    training_args = default_actions(training_args.with_recipe(family_recipe(model_args), LM_DEFAULTS))
     return model_args, data_args, training_args
 
 

@@ -190,7 +190,7 @@ def parse_arguments(argv: list[str] | None = None):
     model_args, data_args, training_args = parse_command_line(
         (ModelArguments, DataArguments, Seq2SeqTrainingArguments), argv,
         "Train an attention RNN encoder-decoder or a Transformer for translation.")
-    training_args = training_args.with_recipe(family_recipe(model_args, MODEL_FAMILIES), SEQ2SEQ_DEFAULTS)
+    training_args = training_args.with_recipe(family_recipe(model_args), SEQ2SEQ_DEFAULTS)
     return model_args, data_args, default_actions(training_args)
 
 

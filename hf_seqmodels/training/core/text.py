@@ -125,6 +125,18 @@ def tokenize_texts(texts: list[str], tokenizer, num_proc: int | None = None, lin
     return torch.tensor(list(itertools.chain.from_iterable(encoded["input_ids"])), dtype=torch.long)
 
 
+def parallel_file_kind(file: str | Path) -> str:
+    """``".jsonl"`` or ``".tsv"``: how a parallel-corpus file is read, from its suffix (``.json``/``.jsonl``,
+    ``.tsv``/``.txt``, each optionally ``.gz``); a ValueError names any other file."""
+    suffixes = [s for s in Path(file).suffixes if s != ".gz"]
+    kind = suffixes[-1] if suffixes else ""
+    if kind in (".jsonl", ".json"):
+        return ".jsonl"
+    if kind in (".tsv", ".txt"):
+        return ".tsv"
+    raise _invalid("train_file", file, "a .tsv or .jsonl file (optionally .gz), or a pair of line-aligned files")
+
+
 def pad_right(sequences: list[list[int]], value: int) -> torch.Tensor:
     """Stack id lists into a ``(B, longest)`` LongTensor, right-padded with ``value``."""
     padded = torch.full((len(sequences), max(len(s) for s in sequences)), value, dtype=torch.long)

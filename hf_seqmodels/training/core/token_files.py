@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from .text import _invalid
+from .text import _invalid, parallel_file_kind
 
 FORMAT_VERSION = 1
 LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")  # what str.splitlines cuts at
@@ -433,14 +433,8 @@ def stream_parallel_corpus(file: str | None = None, *, source_file: str | None =
     """``(source, target)`` pairs read one line at a time, as :func:`~..seq2seq.data.read_parallel_corpus`
     reads them all."""
     if file is not None:
-        path = Path(file)
-        suffixes = [s for s in path.suffixes if s != ".gz"]
-        kind = suffixes[-1] if suffixes else ""
-        if kind in (".jsonl", ".json"):
-            return _stream_jsonl(path, source_field, target_field)
-        if kind in (".tsv", ".txt"):
-            return _stream_tsv(path, source_field, target_field)
-        raise _invalid("train_file", file, "a .tsv or .jsonl file (optionally .gz), or a pair of line-aligned files")
+        stream = _stream_jsonl if parallel_file_kind(file) == ".jsonl" else _stream_tsv
+        return stream(Path(file), source_field, target_field)
     if source_file is None or target_file is None:
         raise ValueError("Give a .tsv/.jsonl file, or both a source file and a target file.")
     return _stream_aligned(Path(source_file), Path(target_file))

@@ -33,7 +33,7 @@ import torch
 
 from ...models.config_utils import invalid
 from ...tokenization.special_tokens import with_special_token_switches
-from ..core.text import pad_right
+from ..core.text import pad_right, parallel_file_kind
 
 
 @dataclass
@@ -111,14 +111,8 @@ def read_parallel_corpus(file: str | None = None, *, source_file: str | None = N
                          source_field: str = "source", target_field: str = "target") -> ParallelCorpus:
     """Read a TSV/JSON-lines ``file``, or the line-aligned pair ``source_file``/``target_file``."""
     if file is not None:
-        path = Path(file)
-        suffixes = [s for s in path.suffixes if s != ".gz"]
-        kind = suffixes[-1] if suffixes else ""
-        if kind in (".jsonl", ".json"):
-            return _read_jsonl(path, source_field, target_field)
-        if kind in (".tsv", ".txt"):
-            return _read_tsv(path, source_field, target_field)
-        raise invalid("train_file", file, "a .tsv or .jsonl file (optionally .gz), or a pair of line-aligned files")
+        read = _read_jsonl if parallel_file_kind(file) == ".jsonl" else _read_tsv
+        return read(Path(file), source_field, target_field)
     if source_file is None or target_file is None:
         raise ValueError("Give a .tsv/.jsonl file, or both a source file and a target file.")
     return ParallelCorpus(_read_lines(Path(source_file)), _read_lines(Path(target_file)))

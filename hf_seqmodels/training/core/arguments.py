@@ -9,10 +9,10 @@ new run in a folder holding another run's checkpoints; transformers 5 dropped th
 ``debug`` (tracebacks for command-line errors).
 
 **Recipes.** The optimisation fields a paper fixes (``optim``, ``learning_rate``, ``lr_scheduler_type``,
-``warmup_steps``, ``weight_decay``, the Adam constants, ``max_grad_norm``, ``num_train_epochs``, the batch
-size and the task's window length) default to ``None``: :meth:`EngineArguments.with_recipe` fills them
-from the preset's training recipe (:func:`hf_seqmodels.registry.training_recipe`), then from
-transformers' defaults. A flag given on the command line always wins. A recipe's learning rate, schedule
+``warmup_steps``, ``weight_decay``, the Adam constants, ``max_grad_norm``, ``num_train_epochs``,
+``max_steps``, the batch size, the task's window length and ``bf16``) default to ``None``:
+:meth:`EngineArguments.with_recipe` fills them from the preset's training recipe
+(:func:`hf_seqmodels.registry.training_recipe`), then from transformers' defaults. A flag given on the command line always wins. A recipe's learning rate, schedule
 and optimizer constants belong to its optimizer: with another ``--optim`` they are not taken, and the
 optimizer's own defaults apply (SGD's learning rate of 1.0 never reaches AdamW).
 """
@@ -37,7 +37,7 @@ STRATEGIES = ("no", "steps", "epoch")
 FALLBACKS: dict[str, Any] = {
     "optim": "adamw_torch", "lr_scheduler_type": "linear", "warmup_steps": 0, "weight_decay": 0.0,
     "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_epsilon": 1e-8, "max_grad_norm": 1.0, "num_train_epochs": 3.0,
-    "gradient_accumulation_steps": 1, "max_steps": -1,
+    "gradient_accumulation_steps": 1, "max_steps": -1, "bf16": False,
 }
 #: learning rate by optimizer when neither the command line nor a recipe for that optimizer gives one
 DEFAULT_LEARNING_RATES = {"sgd": 1.0, "adamw_torch": 1e-3, "adamw_torch_fused": 1e-3}
@@ -105,7 +105,9 @@ class EngineArguments:
     save_steps: float = field(default=500, metadata=_help("with --save_strategy steps"))
     save_total_limit: int | None = field(default=None, metadata=_help("keep at most this many checkpoints"))
     seed: int = field(default=42, metadata=_help("seed of the initialisation, the data order and dropout"))
-    bf16: bool = field(default=False, metadata=_help("bfloat16 mixed precision (accelerate autocast)"))
+    bf16: bool | None = field(default=None, metadata={**_help(
+        "bfloat16 mixed precision (accelerate autocast, fp32 master weights); --bf16 False turns a recipe's off "
+        "(default: recipe, False)"), "nargs": "?", "const": True})  # a bare --bf16 is True, as in transformers
     fp16: bool = field(default=False, metadata=_help("float16 mixed precision (GPU only)"))
     resume_from_checkpoint: str | None = field(default=None, metadata=_help(
         "'latest' (the newest checkpoint of --output_dir) or a checkpoint folder"))

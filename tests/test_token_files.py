@@ -1,4 +1,5 @@
-"""Tests of the token files (``hf_seqmodels.training.core.token_files``) and of LM windows read from them."""
+"""Tests of the token files (``hf_seqmodels.training.core.token_files``, ``.token_pairs``) and of LM windows read
+from them."""
 
 from __future__ import annotations
 
@@ -15,12 +16,8 @@ from transformers import PreTrainedTokenizerFast
 
 from hf_seqmodels.training.core import token_files
 from hf_seqmodels.training.core.text import load_text_splits, tokenize_texts
-from hf_seqmodels.training.core.token_files import (
-    bert_token_documents,
-    lm_token_streams,
-    seq2seq_token_pairs,
-    token_dtype,
-)
+from hf_seqmodels.training.core.token_files import lm_token_streams, token_dtype
+from hf_seqmodels.training.core.token_pairs import bert_token_documents, seq2seq_token_pairs
 from hf_seqmodels.training.lm.data import (
     ShuffledContextWindows,
     StreamWindows,

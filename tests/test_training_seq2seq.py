@@ -454,7 +454,7 @@ def test_two_processes_with_a_tracker_finish_the_final_report(tokenizer, tmp_pat
 
 
 def test_a_parallel_file_of_another_kind_is_refused_by_both_readers(tmp_path):
-    from hf_seqmodels.training.core.token_files import stream_parallel_corpus
+    from hf_seqmodels.training.core.token_pairs import stream_parallel_corpus
 
     for read in (read_parallel_corpus, stream_parallel_corpus):
         with pytest.raises(ValueError, match=r"`train_file`='pairs.csv'.*\.tsv or \.jsonl"):

@@ -2,20 +2,54 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import torch
 
 from .arguments import EngineArguments
 
+#: parameter names that never decay, as transformers' ``Trainer.get_decay_parameter_names`` has them: biases
+#: and normalisation weights (matched in the lower-cased dotted name)
+NO_DECAY_PATTERNS = tuple(re.compile(p) for p in (r"bias", r"layernorm", r"rmsnorm", r"(?:^|\.)norm(?:$|\.)",
+                                                  r"_norm(?:$|\.)"))
+#: modules whose parameters never decay, whatever their names
+NO_DECAY_MODULES = (torch.nn.LayerNorm,)
+
+
+def decay_parameter_names(model: torch.nn.Module) -> list[str]:
+    """The names (as ``named_parameters`` gives them) of the parameters weight decay applies to: transformers'
+    Trainer rule, all but biases and the weights of LayerNorm modules or of modules named like a norm
+    (``layernorm``, ``rmsnorm``, ``norm``, ``*_norm``). Embeddings and output layers decay, as there."""
+    exempt = {id(p) for module in model.modules() if isinstance(module, NO_DECAY_MODULES)
+              for p in module.parameters()}
+    return [name for name, p in model.named_parameters()
+            if id(p) not in exempt and not any(pattern.search(name.lower()) for pattern in NO_DECAY_PATTERNS)]
+
+
+def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """The trainable parameters as optimizer groups: one group when ``weight_decay`` is 0, else the decayed
+    parameters (:func:`decay_parameter_names`) at ``weight_decay`` and the others at 0."""
+    trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    if not weight_decay:
+        return [{"params": [p for _, p in trainable], "weight_decay": 0.0}]
+    decayed = set(decay_parameter_names(model))
+    groups = [{"params": [p for name, p in trainable if name in decayed], "weight_decay": weight_decay},
+              {"params": [p for name, p in trainable if name not in decayed], "weight_decay": 0.0}]
+    return [group for group in groups if group["params"]]
+
 
 def build_optimizer(model: torch.nn.Module, args: EngineArguments) -> torch.optim.Optimizer:
     """``--optim``: plain SGD (Zaremba et al.) or AdamW (``adamw_torch_fused``: torch's fused kernel where the
-    device has one) over the trainable parameters."""
-    params = [p for p in model.parameters() if p.requires_grad]
+    device has one) over the trainable parameters, ``weight_decay`` on all but biases and normalisation
+    weights (:func:`parameter_groups`)."""
+    groups = parameter_groups(model, args.weight_decay)
     if args.optim == "sgd":
-        return torch.optim.SGD(params, lr=args.learning_rate, weight_decay=args.weight_decay)
-    fused = args.optim == "adamw_torch_fused" and all(p.device.type in ("cuda", "cpu", "mps") for p in params)
-    return torch.optim.AdamW(params, lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
-                             eps=args.adam_epsilon, weight_decay=args.weight_decay, **({"fused": True} if fused else {}))
+        return torch.optim.SGD(groups, lr=args.learning_rate)
+    fused = args.optim == "adamw_torch_fused" and all(
+        p.device.type in ("cuda", "cpu", "mps") for group in groups for p in group["params"])
+    return torch.optim.AdamW(groups, lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
+                             eps=args.adam_epsilon, **({"fused": True} if fused else {}))
 
 
 def model_width(model: torch.nn.Module) -> int | None:
@@ -24,4 +58,4 @@ def model_width(model: torch.nn.Module) -> int | None:
     return getattr(config, "d_model", None) or getattr(config, "hidden_size", None)
 
 
-__all__ = ["build_optimizer", "model_width"]
+__all__ = ["NO_DECAY_PATTERNS", "build_optimizer", "decay_parameter_names", "model_width", "parameter_groups"]

@@ -154,9 +154,26 @@ def test_plain_softmax_tagger_uses_emissions_and_token_cross_entropy():
 @pytest.mark.parametrize("labels, bad", [(["O", "X-FOO"], "X-FOO"), (["O", "B-PER", "I-"], "I-")])
 def test_labels_that_are_not_bio_fail_at_config_time_naming_the_label(labels, bad):
     with pytest.raises(ValueError, match=f"Invalid label '{bad}'.*'O', 'B-<type>'"):
-        BiLSTMCRFConfig.from_preset("tiny", id2label=dict(enumerate(labels)))
+        BiLSTMCRFConfig.from_preset("tiny", id2label=dict(enumerate(labels)), crf_constraints="BIO")
     config = BiLSTMCRFConfig.from_preset("tiny", id2label=dict(enumerate(labels)), crf_constraints=None)
     assert BiLSTMCRFForTokenClassification(config).crf.constraints is None
+
+
+@pytest.mark.parametrize("labels, constraints", [
+    (LABELS, "BIO"),                          # BIO names: constrained
+    (["NOUN", "VERB", "label"], None),        # any other tag set is accepted, as by transformers' configs
+    (["O", "X-FOO"], None),
+    (["LABEL_0", "LABEL_1"], None),            # transformers' placeholders
+])
+def test_default_constraints_follow_the_label_names(tmp_path, labels, constraints):
+    config = BiLSTMCRFConfig.from_preset("tiny", id2label=dict(enumerate(labels)))
+    assert config.crf_constraints == "auto"
+    model = BiLSTMCRFForTokenClassification(config)
+    assert model.crf.constraints == constraints
+    model.save_pretrained(tmp_path)
+    loaded = BiLSTMCRFForTokenClassification.from_pretrained(tmp_path)
+    assert (loaded.config.crf_constraints, loaded.crf.constraints) == ("auto", constraints)
+    assert BiLSTMCRFConfig.from_preset("tiny", id2label=dict(enumerate(labels)), use_crf=False).crf_constraints == "auto"
 
 
 @pytest.mark.parametrize("overrides, field", [

@@ -14,7 +14,7 @@ from .config_utils import (
     check_token_id,
     invalid,
 )
-from .crf import CRF_CONSTRAINTS, bio_allowed_transitions, labels_are_unnamed
+from .crf import AUTO_CONSTRAINTS, CRF_CONSTRAINTS, bio_allowed_transitions, labels_are_unnamed
 from .recurrent_stack import CELL_TYPES
 
 
@@ -33,10 +33,12 @@ class BiLSTMCRFConfig(PresetMixin, PreTrainedConfig):
             emission layer (Lample et al. use 0.5).
         use_crf: put the CRF on the emission scores; ``False`` gives the plain BiLSTM softmax tagger
             (per-token cross-entropy, per-token argmax) for comparison.
-        crf_constraints: ``"BIO"`` forbids invalid BIO sequences (``I-X`` only after ``B-X``/``I-X``,
-            never first); the labels (``id2label``) must then all be ``O``, ``B-<type>`` or ``I-<type>``
-            (transformers' unnamed ``LABEL_<i>`` placeholders give no constraints, with a warning). None
-            for other tag sets (e.g. part-of-speech tags).
+        crf_constraints: ``"auto"`` (default): BIO constraints when every label (``id2label``) is ``O``,
+            ``B-<type>`` or ``I-<type>``, none for other tag sets (part-of-speech tags, transformers'
+            ``LABEL_<i>`` placeholders), so any label names are accepted, as by transformers'
+            token-classification configs. ``"BIO"`` forbids invalid BIO sequences (``I-X`` only after
+            ``B-X``/``I-X``, never first) and requires BIO label names (a clear error otherwise; the
+            unnamed ``LABEL_<i>`` placeholders give no constraints, with a warning). None: no constraints.
         untagged_token_ids: token ids that are left out of the CRF chain when no labels are given
             (the tokenizer's special tokens, e.g. ``<bos>``); None means the pad, bos and eos ids.
             ``bind_tokenizer`` sets it to the tokenizer's special ids.
@@ -72,7 +74,7 @@ class BiLSTMCRFConfig(PresetMixin, PreTrainedConfig):
     bidirectional: bool = True
     hidden_dropout_prob: float | int = 0.0
     use_crf: bool = True
-    crf_constraints: str | None = "BIO"
+    crf_constraints: str | None = AUTO_CONSTRAINTS
     untagged_token_ids: list[int] | None = None
     char_encoder: str | None = None
     char_vocab: str | list[str] | None = None
@@ -102,8 +104,8 @@ class BiLSTMCRFConfig(PresetMixin, PreTrainedConfig):
         check_char_encoder_fields(self)
 
     def validate_labels(self):
-        check_choice("crf_constraints", self.crf_constraints, (None, *CRF_CONSTRAINTS))
-        if self.crf_constraints is not None and not self.use_crf:
+        check_choice("crf_constraints", self.crf_constraints, (None, AUTO_CONSTRAINTS, *CRF_CONSTRAINTS))
+        if self.crf_constraints not in (None, AUTO_CONSTRAINTS) and not self.use_crf:
             raise invalid("crf_constraints", self.crf_constraints, "None when use_crf=False (no CRF to constrain)")
         if self.crf_constraints == "BIO" and not labels_are_unnamed(self.id2label):
             bio_allowed_transitions(self.id2label)  # raises, naming the first label that is not BIO

@@ -54,6 +54,8 @@ logger = logging.getLogger(__name__)
 
 IMPOSSIBLE = -10000.0  # score of a forbidden transition or start (exp(-1e4) is 0 in float32)
 CRF_CONSTRAINTS = ("BIO",)
+#: ``crf_constraints`` that picks BIO constraints when every label is BIO-named, none otherwise
+AUTO_CONSTRAINTS = "auto"
 _BIO_LABEL = re.compile(r"^(?:O|[BI]-\S+)$")
 _UNNAMED_LABEL = re.compile(r"^LABEL_\d+$")  # transformers' names for labels nobody named
 
@@ -61,6 +63,22 @@ _UNNAMED_LABEL = re.compile(r"^LABEL_\d+$")  # transformers' names for labels no
 def labels_are_unnamed(id2label: Mapping[int, str] | list[str]) -> bool:
     """True when every label is transformers' placeholder ``LABEL_<i>`` (a config built without ``id2label``)."""
     return all(isinstance(id2label[i], str) and _UNNAMED_LABEL.match(id2label[i]) for i in range(len(id2label)))
+
+
+def labels_are_bio(id2label: Mapping[int, str] | list[str]) -> bool:
+    """True when every label is ``O``, ``B-<type>`` or ``I-<type>`` and at least one is not ``O``."""
+    labels = [id2label[i] for i in range(len(id2label))]
+    return all(isinstance(label, str) and _BIO_LABEL.match(label) for label in labels) and any(
+        label != "O" for label in labels)
+
+
+def resolve_constraints(constraints: str | None, id2label: Mapping[int, str] | list[str] | None) -> str | None:
+    """The constraints a CRF applies: ``"auto"`` is ``"BIO"`` when the labels are BIO-named
+    (:func:`labels_are_bio`) and None otherwise (other tag sets, ``LABEL_<i>`` placeholders); other values
+    are returned as given."""
+    if constraints != AUTO_CONSTRAINTS:
+        return constraints
+    return "BIO" if id2label is not None and labels_are_bio(id2label) else None
 
 
 def bio_allowed_transitions(id2label: Mapping[int, str] | list[str]) -> tuple[list[bool], list[list[bool]]]:
@@ -92,7 +110,8 @@ class LinearChainCRF(nn.Module):
     Args:
         num_tags: ``K``, the number of tags.
         id2label: the tag names (needed for ``constraints``).
-        constraints: ``"BIO"`` to forbid invalid BIO sequences, or None.
+        constraints: ``"BIO"`` to forbid invalid BIO sequences, ``"auto"`` for BIO constraints when the tag
+            names are all BIO (:func:`resolve_constraints`), or None.
 
     Parameters: ``start_transitions`` ``(K,)`` (the notes' ``A_{0i}``), ``transitions`` ``(K, K)``
     (``A_{ij}``: from tag ``i`` to tag ``j``) and ``end_transitions`` ``(K,)``.
@@ -104,6 +123,7 @@ class LinearChainCRF(nn.Module):
         self.start_transitions = nn.Parameter(torch.zeros(num_tags))
         self.transitions = nn.Parameter(torch.zeros(num_tags, num_tags))
         self.end_transitions = nn.Parameter(torch.zeros(num_tags))
+        constraints = resolve_constraints(constraints, id2label)
         if constraints == "BIO" and id2label is not None and labels_are_unnamed(id2label):
             logger.warning("constraints='BIO' but the %d labels are unnamed (LABEL_0, ...): no transition is "
                            "forbidden. Give id2label the tag names (O, B-PER, I-PER, ...).", num_tags)
@@ -115,7 +135,8 @@ class LinearChainCRF(nn.Module):
                 raise ValueError(f"constraints='BIO' needs the {num_tags} tag names in id2label, got {id2label!r}.")
             allowed_start, allowed = bio_allowed_transitions(id2label)
         else:
-            raise ValueError(f"Invalid `constraints`={constraints!r}: expected None or one of {CRF_CONSTRAINTS}.")
+            raise ValueError(f"Invalid `constraints`={constraints!r}: expected None, {AUTO_CONSTRAINTS!r} or one of "
+                             f"{CRF_CONSTRAINTS}.")
         # derived from the labels, so neither parameters nor saved buffers: kept as Python lists (models are
         # built on the meta device when loaded) and made into tensors on the parameters' device when used
         self.constraints = constraints
@@ -258,4 +279,5 @@ class LinearChainCRF(nn.Module):
         return self.neg_log_likelihood(emissions, tags, mask).mean()
 
 
-__all__ = ["CRF_CONSTRAINTS", "IMPOSSIBLE", "LinearChainCRF", "bio_allowed_transitions", "labels_are_unnamed"]
+__all__ = ["AUTO_CONSTRAINTS", "CRF_CONSTRAINTS", "IMPOSSIBLE", "LinearChainCRF", "bio_allowed_transitions",
+           "labels_are_bio", "labels_are_unnamed", "resolve_constraints"]

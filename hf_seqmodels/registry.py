@@ -83,11 +83,19 @@ def _transformer_attentions(config) -> dict[str, int]:
 # warmup_steps below 1 is a fraction of the steps (as in TrainingArguments). Our losses are means over the
 # predicted tokens: where a paper's SGD step sums the loss over a fixed number T of positions, the step here
 # is the same one, (learning rate, clipping norm) = (T x the paper's, the paper's / T).
+# bf16=True (autocast, fp32 master weights and optimizer state) where it pays on this package's CPUs: a
+# Transformer LM, encoder-decoder or BERT step takes about half the fp32 time (benchmarks/bench_bf16.py: 0.48 to
+# 0.55 from nanoGPT's CPU sizes to 4 x 256) with loss curves that agree within noise. The recurrent recipes stay
+# in fp32: an LSTM step gains less (0.61) and their SGD recipes are the papers' fp32 ones.
+
+#: the Transformer families and BERT train in bf16
+_BF16 = dict(bf16=True)
 
 #: tests and smoke runs: small and fast
 _TINY = dict(optim="adamw_torch", learning_rate=1e-3, adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8,
              lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0,
-             per_device_train_batch_size=8, gradient_accumulation_steps=1, num_train_epochs=1, max_steps=-1)
+             per_device_train_batch_size=8, gradient_accumulation_steps=1, num_train_epochs=1, max_steps=-1,
+             bf16=False)
 _TINY_LM = dict(_TINY, bptt=16)
 
 # Bengio et al. (2003), section 4: SGD with rate 1e-3 after every predicted word (its 1 / (1 + 1e-8 t) decay
@@ -131,7 +139,7 @@ _LUONG = dict(optim="sgd", learning_rate=1.0, lr_scheduler_type="zaremba", decay
 # of 112 pairs of about 28 tokens), 100,000 steps (big: 300,000); label smoothing is in the config.
 _VASWANI = dict(optim="adamw_torch", learning_rate=1.0, adam_beta1=0.9, adam_beta2=0.98, adam_epsilon=1e-9,
                 lr_scheduler_type="noam", warmup_steps=4000, weight_decay=0.0, max_grad_norm=0.0,
-                per_device_train_batch_size=112, gradient_accumulation_steps=8, max_steps=100_000)
+                per_device_train_batch_size=112, gradient_accumulation_steps=8, max_steps=100_000, **_BF16)
 # the decoder alone as an LM: the same updates of about 25,000 tokens (8 x 6 rows of 512)
 _VASWANI_LM = dict(_VASWANI, per_device_train_batch_size=6, bptt=512)
 # Radford et al. (2018), section 4.1: Adam at 2.5e-4, linear warm-up over 2000 updates then cosine to 0,
@@ -139,14 +147,14 @@ _VASWANI_LM = dict(_VASWANI, per_device_train_batch_size=6, bptt=512)
 _GPT_1 = dict(optim="adamw_torch", learning_rate=2.5e-4, adam_beta2=0.999, adam_epsilon=1e-8,
               lr_scheduler_type="cosine", warmup_steps=2000, weight_decay=0.01, max_grad_norm=1.0,
               per_device_train_batch_size=64, gradient_accumulation_steps=1, num_train_epochs=100, max_steps=-1,
-              bptt=512)
+              bptt=512, **_BF16)
 # nanoGPT's CPU recipe for Tiny Shakespeare characters (its README and config/train_shakespeare_char.py): AdamW
 # at 1e-3 (beta2 0.99: few tokens per step), 100 warm-up steps then cosine to 1e-4, weight decay 0.1, gradient
 # norm clipped at 1, 12 windows of 64 characters, 2,000 steps. The fused AdamW kernel takes the same steps.
 _NANOGPT_CPU = dict(optim="adamw_torch_fused", learning_rate=1e-3, adam_beta1=0.9, adam_beta2=0.99, adam_epsilon=1e-8,
                     lr_scheduler_type="cosine", lr_scheduler_kwargs={"min_lr_ratio": 0.1}, warmup_steps=100,
                     weight_decay=0.1, max_grad_norm=1.0, per_device_train_batch_size=12, gradient_accumulation_steps=1,
-                    bptt=64, max_steps=2000)
+                    bptt=64, max_steps=2000, **_BF16)
 
 # Devlin et al. (2019), appendix A.2: Adam at 1e-4 (0.9, 0.999; eps 1e-6 in the released code), weight decay
 # 0.01, warm-up over 10,000 steps then linear decay, 256 sequences an update (here 8 accumulated batches of 32),
@@ -155,14 +163,15 @@ _NANOGPT_CPU = dict(optim="adamw_torch_fused", learning_rate=1e-3, adam_beta1=0.
 _BERT_PRETRAINING = dict(optim="adamw_torch", learning_rate=1e-4, adam_beta1=0.9, adam_beta2=0.999,
                          adam_epsilon=1e-6, lr_scheduler_type="linear", warmup_steps=10_000, weight_decay=0.01,
                          max_grad_norm=1.0, per_device_train_batch_size=32, gradient_accumulation_steps=8,
-                         max_steps=1_000_000)
+                         max_steps=1_000_000, **_BF16)
 
 
 def _bert_finetuning(learning_rate: float, batch_size: int) -> dict[str, Any]:
     """Devlin et al. (2019), section 4 and appendix A.3: Adam, 3 epochs, warm-up over the first 10% of the
-    steps then linear decay, weight decay 0.01 (the released code's)."""
+    steps then linear decay, weight decay 0.01 (the released code's); bf16 as in pre-training."""
     return dict(optim="adamw_torch", learning_rate=learning_rate, lr_scheduler_type="linear", warmup_steps=0.1,
-                weight_decay=0.01, max_grad_norm=1.0, per_device_train_batch_size=batch_size, num_train_epochs=3)
+                weight_decay=0.01, max_grad_norm=1.0, per_device_train_batch_size=batch_size, num_train_epochs=3,
+                **_BF16)
 
 
 # Kim (2014), section 3.1: Adadelta (rho 0.95), minibatches of 50, no gradient clipping (the output layer's l2
@@ -180,7 +189,9 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         name="bilstm_crf", config_class=BiLSTMCRFConfig,
         heads={AutoModel: BiLSTMCRFModel, AutoModelForTokenClassification: BiLSTMCRFForTokenClassification},
         make_inputs=tagger_inputs, hidden_states=_recurrent_layers,
-        tiny_overrides={"id2label": {0: "O", 1: "B-X", 2: "I-X"}},
+        # word vectors (8) + character features (8) = hidden_size: hidden_states[0] as wide as transformers'
+        # testers assume (the preset's 12-wide words are covered by the conformance width tests)
+        tiny_overrides={"id2label": {0: "O", 1: "B-X", 2: "I-X"}, "embedding_size": 8},
         capabilities=Capabilities(inputs_embeds=True, num_items_in_batch=False),
         recipe=_LAMPLE_2016, preset_recipes={"tiny": _TINY},
     ),
@@ -188,6 +199,7 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         name="nnlm", config_class=NNLMConfig,
         heads={AutoModel: NNLMModel, AutoModelForCausalLM: NNLMForCausalLM},
         make_inputs=sequence_inputs, hidden_states=lambda config: {"hidden_states": 2},  # x = [C(w)...], tanh layer
+        tiny_overrides={"context_size": 2},  # x = 2 x 8 = hidden_size: every hidden state hidden_size wide
         common_properties=("vocab_size", "hidden_size"),
         capabilities=Capabilities(stateful_cache=True, inputs_embeds=True, gradient_checkpointing=False),
         recipe=_BENGIO_2003, preset_recipes={"tiny": _TINY_LM},
@@ -201,6 +213,7 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
             AutoModelForTokenClassification: RNNForTokenClassification,
         },
         make_inputs=sequence_inputs, hidden_states=_recurrent_layers,
+        tiny_overrides={"embedding_size": None},  # embeddings as wide as the layers (hidden_size)
         capabilities=Capabilities(stateful_cache=True, inputs_embeds=True, tied_embeddings=True),
         # Zaremba's small model: his released code's 20 steps (the paper's 35 are the medium and large ones)
         recipe=_zaremba(bptt=20, epochs=13, decay_start_epoch=4, decay_factor=0.5, clip=5.0),
@@ -218,6 +231,8 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         name="rnn_seq2seq", config_class=RNNSeq2SeqConfig,
         heads={AutoModel: RNNSeq2SeqModel, AutoModelForSeq2SeqLM: RNNSeq2SeqForConditionalGeneration},
         make_inputs=seq2seq_inputs, hidden_states=_seq2seq_stacks,
+        # embeddings and both directions of the encoder together (2 x 8) as wide as the decoder (hidden_size)
+        tiny_overrides={"embedding_size": None, "encoder_hidden_size": 8},
         attentions=lambda config: {"cross_attentions": 1},  # the decoder's alignment over the source
         capabilities=Capabilities(is_encoder_decoder=True, stateful_cache=True, tied_embeddings=True),
         recipe=_RNNSEARCH,

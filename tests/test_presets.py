@@ -171,3 +171,11 @@ def test_presets_bad_family_is_one_error_line(capsys):
     code, out, err = _run(capsys, "--family", "lstm")
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("error: ") and "'lstm'" in err and "rnn" in err
+
+
+def test_the_transformer_families_and_bert_train_in_bf16_and_the_rest_and_tiny_in_fp32():
+    for family, preset in PRESETS:
+        recipe = training_recipe(family.name, preset)
+        expected = family.name in ("transformer", "transformer_lm", "bert") and preset != "tiny"
+        assert recipe.get("bf16", False) is expected, (family.name, preset)
+    assert training_recipe("bert", "bert-mini", "AutoModelForSequenceClassification")["bf16"] is True

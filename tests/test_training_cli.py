@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from accelerate.state import AcceleratorState
 
 from hf_seqmodels.training.bert.cli import parse_arguments as bert_arguments
 from hf_seqmodels.training.finetune.cli import parse_arguments as finetune_arguments
@@ -93,6 +94,35 @@ def test_the_preset_recipe_fills_what_the_command_line_leaves_out(tmp_path):
     assert lm_arguments([*base, "--preset", "zaremba-small", "--max_steps", "5"])[2].max_steps == 5
     rescheduled = lm_arguments([*base, "--preset", "zaremba-small", "--lr_scheduler_type", "cosine"])[2]
     assert rescheduled.optim == "sgd" and rescheduled.scheduler_kwargs == {}, "zaremba's options must not reach cosine"
+
+
+@pytest.fixture
+def fresh_accelerator_state():
+    """accelerate keeps one mixed precision per process: leave no bf16 state behind for the next test."""
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def test_a_recipe_turns_bf16_on_and_the_command_line_turns_it_off(tmp_path, fresh_accelerator_state):
+    base = ["--output_dir", str(tmp_path), "--train_file", "t.txt", "--model_family", "transformer_lm"]
+    assert lm_arguments([*base, "--preset", "nanogpt-cpu"])[2].mixed_precision == "bf16"  # the recipe's
+    assert lm_arguments([*base, "--preset", "nanogpt-cpu", "--bf16", "False"])[2].bf16 is False  # the user's
+    assert lm_arguments([*base, "--preset", "tiny"])[2].bf16 is False
+    assert lm_arguments([*base, "--preset", "tiny", "--bf16"])[2].bf16 is True  # a bare flag means True
+    assert lm_arguments([*base, "--model_family", "rnn", "--preset", "zaremba-small"])[2].bf16 is False
+    seq2seq = seq2seq_arguments(["--output_dir", str(tmp_path), "--train_file", "t.tsv", "--model_family",
+                                 "transformer", "--preset", "transformer-base"])[2]
+    bert = bert_arguments(["--output_dir", str(tmp_path), "--train_file", "t.txt", "--preset", "bert-mini"])[2]
+    assert seq2seq.bf16 is True and bert.bf16 is True
+    train = tmp_path / "train.txt"
+    train.write_text(CORPUS)
+    for flags, expected in (((), True), (("--bf16", "False"), False)):
+        AcceleratorState._reset_state(reset_partial_state=True)  # one mixed precision per process and state
+        out = tmp_path / f"run-{expected}"
+        lm_main(lm_flags(train, out, "--model_family", "transformer_lm", "--preset", "nanogpt-cpu",
+                         "--config_overrides", "d_model=16,decoder_ffn_dim=32,decoder_layers=1", "--max_steps", "2",
+                         "--warmup_steps", "0", *flags))
+        assert json.loads((out / "training_args.json").read_text())["bf16"] is expected
 
 
 def test_a_user_mistake_is_one_line_with_exit_status_two(tmp_path):

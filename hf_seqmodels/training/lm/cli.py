@@ -24,6 +24,7 @@ from accelerate.logging import get_logger
 from accelerate.utils import set_seed
 from transformers import AutoModelForCausalLM
 
+from ...models.config_utils import invalid
 from ...registry import families_with_head
 from ..core.cli import (
     build_model,
@@ -39,6 +40,7 @@ from ..core.cli import (
     parse_command_line,
     start_run,
 )
+from ..core.streaming import load_text_stream, text_stream_splits, tokenize_stream
 from ..core.text import load_text_splits, tokenize_texts
 from ..core.token_files import lm_token_streams
 from .trainer import LM_DEFAULTS, LMTrainingArguments, LMTrainingLoop
@@ -68,6 +70,11 @@ class DataArguments:
         "folder of the token files a --train_file is tokenised into once (default: $HF_SEQMODELS_CACHE, else "
         "hf_seqmodels_tokens beside the datasets cache)")})
     overwrite_cache: bool = field(default=False, metadata={"help": "tokenise again even if token files exist"})
+    streaming: bool = field(default=False, metadata={"help": (
+        "read the training text as a datasets stream, tokenised as it is read (no token files): needs --max_steps, "
+        "--tokenizer_name or --model_name_or_path, and --validation_file (or the dataset's validation split)")})
+    max_eval_samples: int | None = field(default=None, metadata={
+        "help": "with --streaming: validate on the first N examples of the validation text only"})
 
 
 def parse_arguments(argv: list[str] | None = None):
@@ -78,7 +85,32 @@ def parse_arguments(argv: list[str] | None = None):
     if data_args.train_file is None and data_args.dataset_name is None:
         raise ValueError("Give --train_file (a .txt file) or --dataset_name (a datasets name).")
     training_args = default_actions(training_args.with_recipe(family_recipe(model_args), LM_DEFAULTS))
+    check_streaming(model_args, data_args, training_args)
     return model_args, data_args, training_args
+
+
+def check_streaming(model_args, data_args, training_args) -> None:
+    """One-line errors for what a streamed run cannot do (and for its options without --streaming)."""
+    if not data_args.streaming:
+        if data_args.max_eval_samples is not None:
+            raise invalid("max_eval_samples", data_args.max_eval_samples, "no value without --streaming")
+        return
+    if training_args.max_steps is None or training_args.max_steps < 1:
+        raise invalid("max_steps", training_args.max_steps, "a number of updates >= 1 with --streaming (a stream "
+                      "has no length, so --num_train_epochs cannot be counted)")
+    if not (model_args.tokenizer_name or model_args.model_name_or_path):
+        raise ValueError("--streaming needs a saved tokenizer: give --tokenizer_name or --model_name_or_path (a "
+                         "tokenizer is trained on the whole training text, which a stream does not hold).")
+    if data_args.train_file and not data_args.validation_file:
+        raise invalid("validation_file", None, "a .txt file with --streaming --train_file (a stream cannot set "
+                      "aside its last --validation_split_percentage)")
+    if training_args.shuffle_windows:
+        raise invalid("shuffle_windows", True, "False with --streaming (a stream is read in order)")
+    if data_args.preprocessing_num_workers:
+        raise invalid("preprocessing_num_workers", data_args.preprocessing_num_workers,
+                      "none with --streaming (the stream is tokenised as it is read)")
+    if data_args.max_eval_samples is not None and data_args.max_eval_samples < 1:
+        raise invalid("max_eval_samples", data_args.max_eval_samples, "an integer >= 1")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -87,12 +119,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = merged(model_args, data_args, training_args)
     configure_logging()
     accelerator = start_run(training_args)  # sets up the processes of `accelerate launch` / torchrun
-    train_ids, eval_ids, tokenizer = load_token_streams(args, accelerator)
+    if data_args.streaming:
+        train_ids, (train_stream, eval_ids, tokenizer) = None, load_text_stream_splits(args, accelerator)
+    else:
+        train_stream, (train_ids, eval_ids, tokenizer) = None, load_token_streams(args, accelerator)
     set_seed(training_args.seed)
     model = build_model(args, tokenizer, MODEL_FAMILIES, AutoModelForCausalLM)
+    training = "streamed training text" if train_stream is not None else f"{len(train_ids):,} training tokens"
     logger.info(f"{type(model).__name__} with {model.num_parameters():,} parameters; "
-                f"{len(train_ids):,} training and {len(eval_ids):,} validation tokens.")
-    loop = LMTrainingLoop(model, tokenizer, train_ids, eval_ids, training_args, accelerator)
+                f"{training} and {len(eval_ids):,} validation tokens.")
+    loop = LMTrainingLoop(model, tokenizer, train_ids, eval_ids, training_args, accelerator,
+                          train_stream=train_stream, stream_text_column=data_args.text_column)
     if training_args.do_train:
         results = loop.train(describe_data(args, tokenizer) + continued_from(args), dataset_label(args))
     else:
@@ -119,9 +156,37 @@ def load_token_streams(args, accelerator):
             tokenize_texts(texts.validation, tokenizer, num_proc=args.preprocessing_num_workers), tokenizer)
 
 
+def load_text_stream_splits(args, accelerator):
+    """``(training stream, validation ids, tokenizer)`` of a --streaming run: the training text as a ``datasets``
+    IterableDataset (:func:`..core.streaming.load_text_stream`; each process keeps its share when it reads it), the
+    validation text (--validation_file, else the dataset's validation split; --max_eval_samples examples of it)
+    tokenised into RAM."""
+    tokenizer = load_tokenizer(args, [], accelerator)
+    train = load_text_stream(args.train_file, dataset_name=args.dataset_name,
+                             dataset_config_name=args.dataset_config_name, text_column=args.text_column)
+    if args.train_file:
+        validation = load_text_stream(args.validation_file, split="validation")
+    else:
+        splits = text_stream_splits(args.dataset_name, args.dataset_config_name)
+        name = next((s for s in ("validation", "valid", "dev") if s in splits), None)
+        if name is None:
+            raise invalid("dataset_name", args.dataset_name, f"a dataset with a validation split for --streaming "
+                          f"(found {splits})")
+        validation = load_text_stream(dataset_name=args.dataset_name, dataset_config_name=args.dataset_config_name,
+                                      split=name, text_column=args.text_column)
+    if args.max_eval_samples is not None:
+        validation = validation.take(args.max_eval_samples)
+    eval_ids = tokenize_stream(validation, tokenizer, args.text_column)
+    if not len(eval_ids):
+        raise ValueError("The validation text of the --streaming run has no tokens.")
+    return train, eval_ids, tokenizer
+
+
 def describe_data(args, tokenizer) -> str:
     """One sentence for the model card: which text, which split, which tokenizer."""
     source = f"`{Path(args.train_file).name}`" if args.train_file else f"the `{args.dataset_name}` dataset"
+    if args.streaming:
+        source += " (streamed, tokenised as it was read)"
     validation = (f"validated on `{Path(args.validation_file).name}`" if args.validation_file else
                   f"validated on the last {args.validation_split_percentage:g} % of its characters")
     how = (f"a tokenizer from `{args.tokenizer_name}`" if args.tokenizer_name
@@ -129,4 +194,4 @@ def describe_data(args, tokenizer) -> str:
     return f"Trained on {source}, {validation}; {len(tokenizer)} tokens, {how}."
 
 
-__all__ = ["DataArguments", "MODEL_FAMILIES", "ModelArguments", "main", "parse_arguments"]
+__all__ = ["DataArguments", "MODEL_FAMILIES", "ModelArguments", "check_streaming", "main", "parse_arguments"]

@@ -17,12 +17,16 @@ loop's (:mod:`..core.loop`).
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from accelerate import Accelerator
+from accelerate.logging import get_logger
 
 from ...models import RecurrentState
 from ...models.cache_naming import cache_field, output_cache
@@ -31,7 +35,10 @@ from ..core.arguments import EngineArguments
 from ..core.cards import engine_card_arguments
 from ..core.launch import make_accelerator
 from ..core.loop import TrainingLoop, perplexity, process_share
+from ..core.streaming import StreamingWindows
 from .data import ShuffledContextWindows, StreamWindows, Window, batchify, shard_rows, stream_slice
+
+logger = get_logger(__name__)
 
 #: the task's values of what neither the command line nor a recipe sets
 LM_DEFAULTS = {"per_device_train_batch_size": 20, "per_device_eval_batch_size": 10, "block_size": 35,
@@ -128,14 +135,29 @@ def card_training_args(args: LMTrainingArguments, num_processes: int = 1) -> dic
             "window (BPTT) length": args.block_size}
 
 
+def stream_position_file(checkpoint: Path, process_index: int) -> Path:
+    """Where a streamed run keeps process ``process_index``'s stream position beside checkpoint ``checkpoint``."""
+    return Path(checkpoint) / f"stream-rank-{process_index}.json"
+
+
 class LMTrainingLoop(TrainingLoop):
-    """TBPTT over contiguous streams; the recurrent state is carried (detached) between windows."""
+    """TBPTT over contiguous streams; the recurrent state is carried (detached) between windows.
+
+    ``train_stream`` (a ``datasets.IterableDataset`` with a ``stream_text_column``) replaces ``train_ids``: the
+    windows are then tokenised as the stream is read (:class:`..core.streaming.StreamingWindows`), the run has
+    ``max_steps`` updates, and each checkpoint gets every process's stream position beside it
+    (``stream-rank-{i}.json``), from which a resumed run continues without re-reading what it consumed.
+    """
 
     plot_title = "Language-model training"
 
-    def __init__(self, model, tokenizer, train_ids: torch.Tensor, eval_ids: torch.Tensor,
-                 args: LMTrainingArguments, accelerator: Accelerator):
+    def __init__(self, model, tokenizer, train_ids: torch.Tensor | None, eval_ids: torch.Tensor,
+                 args: LMTrainingArguments, accelerator: Accelerator, train_stream=None,
+                 stream_text_column: str = "text"):
+        if (train_ids is None) == (train_stream is None):
+            raise ValueError("Give exactly one of `train_ids` (a token stream) or `train_stream` (a datasets stream).")
         self.train_ids, self.eval_ids, self.stateful = train_ids, eval_ids, is_stateful(model)
+        self.train_stream, self.stream_text_column = train_stream, stream_text_column
         super().__init__(model, tokenizer, args, accelerator)
 
     def task_defaults(self) -> dict[str, Any]:
@@ -146,8 +168,42 @@ class LMTrainingLoop(TrainingLoop):
         return {"input_ids": stream_slice(self.eval_ids, 0, 32).unsqueeze(0)}
 
     def build_batches(self, model):
-        return build_train_windows(self.train_ids, self.args, model, self.accelerator.process_index,
-                                   self.accelerator.num_processes)
+        if self.train_stream is None:
+            return build_train_windows(self.train_ids, self.args, model, self.accelerator.process_index,
+                                       self.accelerator.num_processes)
+        if self.args.shuffle_windows:
+            raise invalid("shuffle_windows", True, "False with a streamed training text, which is read in order")
+        if self.args.max_steps is None or self.args.max_steps < 1:
+            raise invalid("max_steps", self.args.max_steps, "a number of updates >= 1 with a streamed training text "
+                          "(a stream has no length, so epochs cannot be counted)")
+        return StreamingWindows(
+            self.train_stream, self.tokenizer, rows=self.args.per_device_train_batch_size,
+            block_size=self.args.block_size, num_windows=self.args.max_steps * self.args.gradient_accumulation_steps,
+            text_column=self.stream_text_column, process_index=self.accelerator.process_index,
+            num_processes=self.accelerator.num_processes)
+
+    def save_checkpoint(self) -> Path | None:
+        """The checkpoint, and for a streamed run this process's stream position beside it (written after the
+        checkpoint, atomically: a checkpoint without one resumes by reading the stream again up to its window)."""
+        path = super().save_checkpoint()
+        if path is not None and isinstance(self.batches, StreamingWindows):
+            target = stream_position_file(path, self.accelerator.process_index)
+            temporary = target.with_suffix(".tmp")
+            temporary.write_text(json.dumps(self.batches.position().to_dict()))
+            os.replace(temporary, target)
+        return path
+
+    def maybe_resume(self) -> None:
+        """Resume as the loop does; a streamed run then continues its stream from the saved position."""
+        super().maybe_resume()
+        if self.last_checkpoint is None or not isinstance(self.batches, StreamingWindows):
+            return
+        saved = stream_position_file(self.last_checkpoint, self.accelerator.process_index)
+        position = json.loads(saved.read_text()) if saved.is_file() else None
+        if position is not None and position["windows"] == self.state.window:
+            self.batches.restore(position)
+        elif self.state.window:
+            logger.warning(f"{saved} is missing: reading the stream again up to window {self.state.window}.")
 
     def _state_kwargs(self, window: Window) -> dict[str, Any]:
         """What the model reads besides the window: the carried state (RNNs), the context ids of a shuffled
@@ -209,5 +265,6 @@ __all__ = [
     "evaluate_causal_lm",
     "is_stateful",
     "stream_nll",
+    "stream_position_file",
     "train_causal_lm",
 ]

@@ -459,3 +459,82 @@ def test_a_parallel_file_of_another_kind_is_refused_by_both_readers(tmp_path):
     for read in (read_parallel_corpus, stream_parallel_corpus):
         with pytest.raises(ValueError, match=r"`train_file`='pairs.csv'.*\.tsv or \.jsonl"):
             read("pairs.csv")
+
+
+# --------------------------------------------------------------------------- token files
+
+
+def test_length_batches_read_the_same_batches_from_token_files(tokenizer, tmp_path):
+    from hf_seqmodels.training.core.token_pairs import seq2seq_token_pairs
+
+    corpus = reversal_corpus(90, seed=4)
+    (tmp_path / "src.txt").write_text("\n".join(corpus.sources) + "\n")
+    (tmp_path / "tgt.txt").write_text("\n".join(corpus.targets) + "\n")
+    mapped = seq2seq_token_pairs(tokenizer, source_file=str(tmp_path / "src.txt"),
+                                 target_file=str(tmp_path / "tgt.txt"), max_pairs=80, cache_dir=tmp_path / "cache")
+    in_ram = encode_corpus(ParallelCorpus(corpus.sources[:80], corpus.targets[:80]), tokenizer)
+    assert mapped.pairs_read == 80 and mapped.targets[0][-1] == tokenizer.eos_token_id  # targets end with <eos>
+    for sizes in ({"batch_size": 8}, {"max_tokens": 30}):
+        for rank in range(2):
+            options = dict(pad_token_id=0, seed=3, process_index=rank, num_processes=2, **sizes)
+            ours, reference = LengthBatches(mapped, **options), LengthBatches(in_ram, **options)
+            assert len(ours) == len(reference)
+            for epoch in range(2):
+                for index in range(len(ours)):
+                    got, want = ours.batch(index, epoch), reference.batch(index, epoch)
+                    assert got.keys() == want.keys()
+                    assert all(torch.equal(got[k], want[k]) if torch.is_tensor(got[k]) else got[k] == want[k]
+                               for k in got)
+
+
+def test_cli_encodes_training_pairs_once_and_resumes_exactly_from_the_token_files(tokenizer, tmp_path, monkeypatch):
+    from hf_seqmodels.training.core import token_pairs
+
+    tokenizer.save_pretrained(tmp_path / "tok")
+    cache = tmp_path / "cache"
+    for split, n, seed in (("train", 48, 1), ("valid", 6, 2)):
+        pairs = reversal_corpus(n, seed)
+        (tmp_path / f"{split}.src").write_text("\n".join(pairs.sources) + "\n")
+        (tmp_path / f"{split}.tgt").write_text("\n".join(pairs.targets) + "\n")
+
+    def run(name: str, *extra: str) -> dict:
+        return seq2seq_main([
+            "--train_source_file", str(tmp_path / "train.src"), "--train_target_file", str(tmp_path / "train.tgt"),
+            "--validation_source_file", str(tmp_path / "valid.src"),
+            "--validation_target_file", str(tmp_path / "valid.tgt"), "--tokenizer_name", str(tmp_path / "tok"),
+            "--cache_dir", str(cache), "--model_family", "rnn_seq2seq", "--preset", "tiny",
+            "--output_dir", str(tmp_path / name), "--max_steps", "4", "--save_steps", "2",
+            "--per_device_train_batch_size", "16", "--optim", "adamw_torch", "--learning_rate", "1e-2",
+            "--num_beams", "1", "--generation_max_length", "8", "--disable_tqdm", "--no_plot", *extra])
+
+    straight = run("straight")
+    folders = list(cache.iterdir())
+    assert [f.name[:8] for f in folders] == ["seq2seq-"]
+    monkeypatch.setattr(token_pairs, "_encode_batch", lambda *a, **k: pytest.fail("encoded the pairs again"))
+    run("resumed", "--max_steps", "2")  # stopped after 2 of the 4 steps, then resumed
+    resumed = run("resumed", "--resume_from_checkpoint", "latest")
+    assert resumed["steps"] == straight["steps"] == 4
+    assert list(cache.iterdir()) == folders  # both runs mapped the files of the first
+    assert resumed["train_loss"] == pytest.approx(straight["train_loss"], rel=1e-6)
+    a = load_file(str(tmp_path / "straight" / "model.safetensors"))
+    b = load_file(str(tmp_path / "resumed" / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_token_files_of_another_tokenizer_or_limit_are_prepared_anew(tokenizer, tmp_path):
+    from hf_seqmodels.training.core.token_pairs import seq2seq_token_pairs
+
+    corpus = reversal_corpus(30, seed=6)
+    (tmp_path / "pairs.tsv").write_text("src\ttgt\n" + "".join(f"{s}\t{t}\n" for s, t in zip(
+        corpus.sources, corpus.targets, strict=True)))
+    options = dict(source_field="src", target_field="tgt", cache_dir=tmp_path / "cache")
+    first = seq2seq_token_pairs(tokenizer, str(tmp_path / "pairs.tsv"), **options)
+    assert seq2seq_token_pairs(tokenizer, str(tmp_path / "pairs.tsv"), **options).folder == first.folder
+    other = train_tokenizer([str(tmp_path / "pairs.tsv")], kind="word", vocab_size=60, min_frequency=1)
+    changed = seq2seq_token_pairs(other, str(tmp_path / "pairs.tsv"), **options)
+    assert changed.folder != first.folder
+    assert list(changed.sources) == encode_corpus(corpus, other).sources != list(first.sources)
+    limited = seq2seq_token_pairs(tokenizer, str(tmp_path / "pairs.tsv"), max_pairs=10, **options)
+    assert limited.folder != first.folder and len(limited) == limited.pairs_read == 10
+    with pytest.raises(ValueError, match="`max_pairs`=0"):
+        seq2seq_token_pairs(tokenizer, str(tmp_path / "pairs.tsv"), max_pairs=0, **options)

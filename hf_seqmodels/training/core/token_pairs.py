@@ -215,10 +215,13 @@ class TokenDocuments:
     """Documents of tokenised sentences on disk: ``documents[d]`` is a ``list`` of sentences (id lists),
     as :func:`~..bert.data.tokenize_documents` returns them. ``sentences`` holds every sentence in order;
     ``document_offsets`` ``(D + 1,)`` indexes sentences. Slicing documents gives a view. ``documents_read``
-    counts the documents of the text before those without tokens were dropped (None for a view)."""
+    counts the documents of the text before those without tokens were dropped (None for a view); ``folder``
+    holds the token files (None in RAM)."""
 
-    def __init__(self, sentences: TokenSequences, document_offsets: np.ndarray, documents_read: int | None = None):
+    def __init__(self, sentences: TokenSequences, document_offsets: np.ndarray, documents_read: int | None = None,
+                 folder: Path | None = None):
         self.sentences, self.document_offsets, self.documents_read = sentences, document_offsets, documents_read
+        self.folder = folder
 
     @classmethod
     def from_lists(cls, documents: list[list[list[int]]]) -> TokenDocuments:
@@ -237,7 +240,8 @@ class TokenDocuments:
             start, stop, step = index.indices(len(self))
             if step != 1:
                 raise ValueError("Documents can be sliced with step 1 only.")
-            return TokenDocuments(self.sentences, self.document_offsets[start : max(start, stop) + 1])
+            return TokenDocuments(self.sentences, self.document_offsets[start : max(start, stop) + 1],
+                                  folder=self.folder)
         if index < 0:
             index += len(self)
         if not 0 <= index < len(self):
@@ -299,7 +303,7 @@ def bert_token_documents(train_files: Iterable[str | Path], tokenizer, *, senten
 
     folder, meta = prepare(key, build, cache_dir=cache_dir, overwrite_cache=overwrite_cache, accelerator=accelerator)
     return TokenDocuments(map_sequences(folder, "sentences", meta), map_array(folder, "document_offsets", meta),
-                          meta["documents_read"])
+                          meta["documents_read"], folder)
 
 
 def _tokenize_sentences(sentences: list[str], tokenizer) -> list[list[int]]:

@@ -24,6 +24,8 @@ first sentence; without a test set the validation set is translated at the end o
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from dataclasses import field, make_dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +58,7 @@ from ..core.cli import (
 )
 from ..core.plotting import plot_attention
 from ..core.run_files import save_metrics
+from ..core.token_pairs import seq2seq_token_pairs
 from .data import ParallelCorpus, encode_corpus, load_parallel_dataset, read_parallel_corpus
 from .trainer import SEQ2SEQ_DEFAULTS, Seq2SeqTrainingArguments, Seq2SeqTrainingLoop, evaluate_bleu
 
@@ -95,13 +98,30 @@ DataArguments = make_dataclass("DataArguments", [
     ("max_train_samples", int | None, field(default=None, metadata={"help": "use the first N training pairs"})),
     ("max_eval_samples", int | None, field(default=None, metadata={"help": "use the first N held-out pairs"})),
     ("max_predict_samples", int | None, field(default=None, metadata={"help": "translate the first N test pairs"})),
+    ("cache_dir", str | None, field(default=None, metadata={"help": (
+        "folder of the token files training pairs from files are encoded into once (default: $HF_SEQMODELS_CACHE, "
+        "else hf_seqmodels_tokens beside the datasets cache)")})),
+    ("overwrite_cache", bool, field(default=False, metadata={"help": "encode again even if token files exist"})),
 ])
+
+
+def split_files(args, split: str) -> tuple[str | None, str | None, str | None]:
+    """``(file, source_file, target_file)`` of ``split`` as given on the command line."""
+    return tuple(getattr(args, f"{split}_{k}") for k in ("file", "source_file", "target_file"))
+
+
+def _sample_limit(args, split: str) -> int | None:
+    name = {"train": "max_train_samples", "validation": "max_eval_samples", "test": "max_predict_samples"}[split]
+    limit = getattr(args, name)
+    if limit is not None and limit < 1:
+        raise ValueError(f"Invalid `--{name}`={limit}: expected an integer >= 1.")
+    return limit
 
 
 def load_split(args, split: str) -> ParallelCorpus | None:
     """The corpus of ``split`` from its file(s) or from --dataset_name (its first --max_*_samples pairs);
     None when none is given."""
-    file, source, target = (getattr(args, f"{split}_{k}") for k in ("file", "source_file", "target_file"))
+    file, source, target = split_files(args, split)
     if file or source or target:
         corpus = read_parallel_corpus(file, source_file=source, target_file=target,
                                       source_field=args.source_lang, target_field=args.target_lang)
@@ -110,11 +130,8 @@ def load_split(args, split: str) -> ParallelCorpus | None:
                                        args.target_lang)
     else:
         return None
-    limit = getattr(args, {"train": "max_train_samples", "validation": "max_eval_samples",
-                           "test": "max_predict_samples"}[split])
+    limit = _sample_limit(args, split)
     if limit is not None:
-        if limit < 1:
-            raise ValueError(f"Invalid `--max_{split}_samples`={limit}: expected an integer >= 1.")
         corpus = ParallelCorpus(corpus.sources[:limit], corpus.targets[:limit])
     return corpus
 
@@ -200,23 +217,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     model_args, data_args, training_args = parse_arguments(argv)
     args = merged(model_args, data_args, training_args)
     configure_logging()
-    train, validation, test = (load_split(args, split) for split in SPLITS)
-    if train is None or validation is None:
+    validation, test = (load_split(args, split) for split in SPLITS[1:])
+    _sample_limit(args, "train")
+    if not (any(split_files(args, "train")) or args.dataset_name) or validation is None:
         raise ValueError("Give training and validation pairs: --train_file/--validation_file, the --*_source_file/"
                          "--*_target_file pairs, or --dataset_name.")
     if training_args.do_predict and test is None:
         raise ValueError("--do_predict needs test pairs: --test_file or --test_source_file/--test_target_file.")
     accelerator = start_run(training_args)
-    tokenizer, source_tokenizer = load_tokenizers(args, train, accelerator)
+    read_train = functools.cache(lambda: load_split(args, "train"))  # in RAM only to train a tokenizer
+    tokenizer, source_tokenizer = load_tokenizers(args, read_train, accelerator)
+    read_train.cache_clear()  # the text is not held while training
     set_seed(training_args.seed)
     model = build_seq2seq_model(args, tokenizer, source_tokenizer)
     if not args.model_name_or_path:
         model.config.decoder_start_token_id = model.generation_config.decoder_start_token_id = tokenizer.bos_token_id
     lengths = dict(max_source_length=training_args.max_source_length, max_target_length=training_args.max_target_length)
-    train_pairs = encode_corpus(train, tokenizer, source_tokenizer=source_tokenizer, **lengths, drop_longer=True)
+    train_pairs, read = training_pairs(args, read_train, tokenizer, source_tokenizer, accelerator)
     eval_pairs = encode_corpus(validation, tokenizer, source_tokenizer=source_tokenizer, **lengths, drop_longer=False)
     logger.info(f"{type(model).__name__} with {model.num_parameters():,} parameters; {len(train_pairs):,} of "
-                f"{len(train):,} training pairs within the length limits, {len(eval_pairs):,} validation pairs.")
+                f"{read:,} training pairs within the length limits, {len(eval_pairs):,} validation pairs.")
     loop = Seq2SeqTrainingLoop(model, tokenizer, train_pairs, eval_pairs, validation.targets, training_args,
                                accelerator, source_tokenizer=source_tokenizer)
     if not training_args.do_train:
@@ -235,14 +255,40 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return results
 
 
-def load_tokenizers(args, train: ParallelCorpus, accelerator):
+def training_pairs(args, read_train: Callable[[], ParallelCorpus], tokenizer, source_tokenizer, accelerator):
+    """``(encoded training pairs, pairs read)``. Pairs from files are encoded once into memory-mapped token
+    files (:func:`~..core.token_pairs.seq2seq_token_pairs`: cached under --cache_dir, prepared by each machine's
+    main process, mapped by every process), so the corpus never has to fit in RAM; a --dataset_name is encoded
+    in RAM. Both give the ids of :func:`~.data.encode_corpus` (pairs longer than the limits dropped)."""
+    options = dict(source_tokenizer=source_tokenizer, max_source_length=args.max_source_length,
+                   max_target_length=args.max_target_length, drop_longer=True)
+    file, source_file, target_file = split_files(args, "train")
+    if not (file or source_file or target_file):
+        corpus = read_train()
+        return encode_corpus(corpus, tokenizer, **options), len(corpus)
+    pairs = seq2seq_token_pairs(tokenizer, file, source_file=source_file, target_file=target_file,
+                                source_field=args.source_lang, target_field=args.target_lang,
+                                max_pairs=_sample_limit(args, "train"), cache_dir=args.cache_dir,
+                                overwrite_cache=args.overwrite_cache, accelerator=accelerator, **options)
+    return pairs, pairs.pairs_read
+
+
+def load_tokenizers(args, read_train: Callable[[], ParallelCorpus], accelerator):
     """``(target tokenizer, source tokenizer)``: one shared tokenizer (trained on both sides) and None, or with
-    separate vocabularies one tokenizer per side, each loaded or trained on its own side."""
-    lines = lambda texts: [t + "\n" for t in texts]  # noqa: E731
+    separate vocabularies one tokenizer per side, each loaded or trained on its own side. ``read_train`` gives
+    the training corpus, read only when a tokenizer is trained."""
+
+    def lines(*sides: str) -> list[str]:
+        named = args.source_tokenizer_name if sides == ("sources",) else args.tokenizer_name
+        if named or args.model_name_or_path:
+            return []  # loaded, not trained: no text needed
+        corpus = read_train()
+        return [text + "\n" for side in sides for text in getattr(corpus, side)]
+
     if not uses_separate_vocabularies(args):
-        return load_tokenizer(args, lines(train.sources + train.targets), accelerator, **SEQ2SEQ_TEMPLATE), None
-    source_tokenizer = load_source_tokenizer(args, lines(train.sources), accelerator)
-    return load_tokenizer(args, lines(train.targets), accelerator, **SEQ2SEQ_TEMPLATE), source_tokenizer
+        return load_tokenizer(args, lines("sources", "targets"), accelerator, **SEQ2SEQ_TEMPLATE), None
+    source_tokenizer = load_source_tokenizer(args, lines("sources"), accelerator)
+    return load_tokenizer(args, lines("targets"), accelerator, **SEQ2SEQ_TEMPLATE), source_tokenizer
 
 
 def build_seq2seq_model(args, tokenizer, source_tokenizer=None):

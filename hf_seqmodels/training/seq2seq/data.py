@@ -15,10 +15,12 @@ transformers' Marian and T5 tokenizers give for sources and for ``text_target`` 
 saved with the causal ``<bos> A`` template is used through a copy switched to it
 (:func:`~hf_seqmodels.tokenization.with_special_token_switches`). The model's decoder starts from
 ``decoder_start_token_id``. Sources are encoded with the source tokenizer when the model has
-separate source and target vocabularies, else with the one shared tokenizer. :class:`LengthBatches` groups sentences of similar length (sorted by
-source then target length) into batches of a fixed number of sentences or of at most
-``max_tokens`` padded tokens, and visits the batches in a new order every epoch (seeded, so a
-resumed run reads the same batches in the same order).
+separate source and target vocabularies, else with the one shared tokenizer. A training corpus from
+files is encoded once into memory-mapped token files (:func:`~..core.token_pairs.seq2seq_token_pairs`,
+the same ids as :func:`encode_corpus`). :class:`LengthBatches` groups sentences of similar length
+(sorted by source then target length, from the length index alone) into batches of a fixed number of
+sentences or of at most ``max_tokens`` padded tokens, and visits the batches in a new order every
+epoch (seeded, so a resumed run reads the same batches in the same order).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from ...models.config_utils import invalid
@@ -192,11 +195,22 @@ def collate_pairs(sources: list[list[int]], targets: list[list[int]] | None, pad
     return batch
 
 
+def pair_lengths(pairs) -> tuple[np.ndarray, np.ndarray]:
+    """``(source lengths, target lengths)``, each ``(N,)`` int64: the length index of token files
+    (:class:`~..core.token_pairs.TokenPairs`) or the lengths of in-RAM :class:`EncodedPairs`."""
+    sides = (pairs.sources, pairs.targets)
+    if all(hasattr(side, "lengths") for side in sides):
+        return sides[0].lengths, sides[1].lengths
+    return tuple(np.fromiter(map(len, side), dtype=np.int64, count=len(side)) for side in sides)
+
+
 class LengthBatches:
     """Batches of sentence pairs of similar length, in a seeded random order per epoch.
 
-    The pairs are sorted by (source length, target length) and cut into global batches of
-    ``batch_size`` pairs, or of as many pairs as fit in ``max_tokens`` padded tokens
+    ``pairs`` are :class:`EncodedPairs` in RAM or :class:`~..core.token_pairs.TokenPairs` read from
+    memory-mapped token files; only their length index is held, and a batch reads its own pairs.
+    The pairs are sorted by (source length, target length) (a stable sort) and cut into global
+    batches of ``batch_size`` pairs, or of as many pairs as fit in ``max_tokens`` padded tokens
     (``rows × longest side``). Global batch ``k`` of epoch ``e`` is the ``k``-th of a permutation
     drawn with seed ``seed + e``; process ``p`` of ``P`` takes its rows ``p, p + P, ...``, so ``P``
     processes together read exactly the batches one process would. Batches with fewer pairs than
@@ -205,55 +219,69 @@ class LengthBatches:
 
     carries_state = False
 
-    def __init__(self, pairs: EncodedPairs, pad_token_id: int, *, batch_size: int | None = None,
+    def __init__(self, pairs, pad_token_id: int, *, batch_size: int | None = None,
                  max_tokens: int | None = None, seed: int = 0, process_index: int = 0, num_processes: int = 1):
         if (batch_size is None) == (max_tokens is None):
             raise ValueError("Give exactly one of batch_size (sentences per batch) and max_tokens (tokens per batch).")
         self.pairs, self.pad_token_id, self.seed = pairs, pad_token_id, seed
         self.process_index, self.num_processes = process_index, num_processes
-        order = sorted(range(len(pairs)), key=lambda i: (len(pairs.sources[i]), len(pairs.targets[i])))
-        groups = self._by_count(order, batch_size) if batch_size else self._by_tokens(order, max_tokens)
-        self.groups = [g for g in groups if len(g) >= num_processes]
-        if not self.groups:
+        source_lengths, self.target_lengths = pair_lengths(pairs)
+        self.order = np.lexsort((self.target_lengths, source_lengths))  # (N,) by source, then target length
+        if batch_size:
+            starts = self._by_count(len(self.order), batch_size)
+        else:
+            starts = self._by_tokens(np.maximum(source_lengths, self.target_lengths)[self.order], max_tokens)
+        bounds = np.stack([starts, np.append(starts[1:], len(self.order))], axis=1)  # (G, 2) group [start, end)
+        self.bounds = bounds[bounds[:, 1] - bounds[:, 0] >= num_processes]
+        if not len(self.bounds):
             raise ValueError(f"{len(pairs)} sentence pairs do not fill one batch for {num_processes} process(es).")
         self._order: tuple[int, torch.Tensor] | None = None
 
     @staticmethod
-    def _by_count(order: list[int], batch_size: int) -> list[list[int]]:
+    def _by_count(count: int, batch_size: int) -> np.ndarray:
         if batch_size < 1:
             raise invalid("per_device_train_batch_size", batch_size, "an integer >= 1")
-        return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+        return np.arange(0, count, batch_size, dtype=np.int64)
 
-    def _by_tokens(self, order: list[int], max_tokens: int) -> list[list[int]]:
-        groups, current, longest = [], [], 0
-        for i in order:
-            size = max(len(self.pairs.sources[i]), len(self.pairs.targets[i]))
-            if size > max_tokens:
-                raise invalid("max_tokens_per_batch", max_tokens, f"at least the longest sentence ({size} tokens)")
-            if current and (len(current) + 1) * max(longest, size) > max_tokens:
-                groups.append(current)
-                current, longest = [], 0
-            current.append(i)
-            longest = max(longest, size)
-        return groups + [current] if current else groups
+    @staticmethod
+    def _by_tokens(sizes: np.ndarray, max_tokens: int) -> np.ndarray:
+        """The start of every group of the length-sorted ``sizes`` (the longer side of each pair), greedily
+        as many pairs as fit in ``max_tokens`` padded tokens."""
+        too_long = np.flatnonzero(sizes > max_tokens)
+        if len(too_long):
+            size = int(sizes[too_long[0]])
+            raise invalid("max_tokens_per_batch", max_tokens, f"at least the longest sentence ({size} tokens)")
+        starts, rows, longest = [], 0, 0
+        for position, size in enumerate(sizes.tolist()):
+            if rows and (rows + 1) * max(longest, size) > max_tokens:
+                rows, longest = 0, 0
+            if not rows:
+                starts.append(position)
+            rows, longest = rows + 1, max(longest, size)
+        return np.array(starts, dtype=np.int64)
 
     def __len__(self) -> int:
-        return len(self.groups)
+        return len(self.bounds)
+
+    def group(self, index: int) -> np.ndarray:
+        """The pair indices ``(rows,)`` of global batch ``index`` (before the epoch's permutation)."""
+        start, end = self.bounds[index]
+        return self.order[start:end]
 
     def _permutation(self, epoch: int) -> torch.Tensor:
         if self._order is None or self._order[0] != epoch:
             generator = torch.Generator().manual_seed(self.seed + epoch)
-            self._order = (epoch, torch.randperm(len(self.groups), generator=generator))
+            self._order = (epoch, torch.randperm(len(self.bounds), generator=generator))
         return self._order[1]
 
     def batch(self, index: int, epoch: int = 0) -> dict[str, torch.Tensor]:
         """This process's rows of global batch ``index`` of ``epoch``, collated; ``num_items_in_batch`` is
         the number of target tokens of the whole global batch (all processes)."""
-        group = self.groups[int(self._permutation(epoch)[index])]
-        rows = group[self.process_index :: self.num_processes]
+        group = self.group(int(self._permutation(epoch)[index]))
+        rows = group[self.process_index :: self.num_processes].tolist()
         batch = collate_pairs([self.pairs.sources[i] for i in rows], [self.pairs.targets[i] for i in rows],
                               self.pad_token_id)
-        batch["num_items_in_batch"] = sum(len(self.pairs.targets[i]) for i in group)
+        batch["num_items_in_batch"] = int(self.target_lengths[group].sum())
         return batch
 
 
@@ -264,6 +292,7 @@ __all__ = [
     "collate_pairs",
     "encode_corpus",
     "load_parallel_dataset",
+    "pair_lengths",
     "read_parallel_corpus",
     "seq2seq_tokenizer",
 ]

@@ -34,6 +34,7 @@ from ...models.config_utils import invalid
 from ..core.arguments import EngineArguments
 from ..core.launch import make_accelerator
 from ..core.loop import TrainingLoop, perplexity, process_share, share_counts
+from ..core.token_pairs import TokenPairs
 from .data import EncodedPairs, LengthBatches, collate_pairs
 
 #: the task's values of what neither the command line nor a recipe sets
@@ -167,7 +168,7 @@ class Seq2SeqTrainingLoop(TrainingLoop):
 
     plot_title = "Sequence-to-sequence training"
 
-    def __init__(self, model, tokenizer, train_pairs: EncodedPairs, eval_pairs: EncodedPairs,
+    def __init__(self, model, tokenizer, train_pairs: EncodedPairs | TokenPairs, eval_pairs: EncodedPairs,
                  eval_references: list[str], args: Seq2SeqTrainingArguments, accelerator: Accelerator,
                  source_tokenizer=None):
         self.train_pairs, self.eval_pairs, self.eval_references = train_pairs, eval_pairs, eval_references
@@ -258,11 +259,12 @@ class Seq2SeqTrainingLoop(TrainingLoop):
                 "validation BLEU": f"beam search, {args.num_beams} beams"}
 
 
-def train_seq2seq(model, tokenizer, train_pairs: EncodedPairs, eval_pairs: EncodedPairs, eval_references: list[str],
+def train_seq2seq(model, tokenizer, train_pairs: EncodedPairs | TokenPairs, eval_pairs: EncodedPairs, eval_references: list[str],
                   args: Seq2SeqTrainingArguments, accelerator: Accelerator | None = None,
                   training_data: str | None = None, source_tokenizer=None,
                   eval_dataset: str | None = None) -> dict[str, Any]:
-    """Train ``model`` on ``train_pairs``, validate on ``eval_pairs`` (BLEU against ``eval_references``).
+    """Train ``model`` on ``train_pairs`` (in RAM, or memory-mapped token files), validate on ``eval_pairs``
+    (BLEU against ``eval_references``).
     ``tokenizer`` is the target side's; ``source_tokenizer`` the source side's with separate vocabularies.
 
     Returns ``train_loss``, ``eval_loss``, ``eval_perplexity``, ``eval_bleu``, ``steps``, ``epochs``,

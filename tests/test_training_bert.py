@@ -6,6 +6,7 @@ import json
 import math
 import random
 
+import numpy as np
 import pytest
 import torch
 from distributed_utils import launch_two_cpu_processes
@@ -240,3 +241,103 @@ def test_continued_pretraining_starts_from_the_model_and_says_so_on_its_card(tok
     card = (tmp_path / "continued" / "README.md").read_text()
     assert "Training continued from the weights of `base`." in card
     assert "continued from" not in (tmp_path / "base" / "README.md").read_text()
+
+
+# --------------------------------------------------------------------------- token files
+
+
+def walk_over_id_lists(documents: list[list[list[int]]], special: SpecialIds, max_seq_length: int,
+                       short_seq_prob: float, seed: int) -> list[dict]:
+    """The reference: Google's create_pretraining_data.py walk, on lists of ids (our former implementation)."""
+    rng, max_tokens, examples = random.Random(seed), max_seq_length - 3, []
+    for index, document in enumerate(documents):
+        target = rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
+        chunk, length, i = [], 0, 0
+        while i < len(document):
+            chunk.append(document[i])
+            length += len(document[i])
+            if i == len(document) - 1 or length >= target:
+                a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+                a = [t for sentence in chunk[:a_end] for t in sentence]
+                if len(chunk) >= 2 and rng.random() < 0.5:
+                    b, label = [t for sentence in chunk[a_end:] for t in sentence], 0
+                else:
+                    pick = rng.randrange(len(documents) - 1)
+                    other, b, label = documents[pick + (pick >= index)], [], 1
+                    for sentence in other[rng.randrange(len(other)) :]:
+                        b.extend(sentence)
+                        if len(b) >= target - len(a):
+                            break
+                    i -= len(chunk) - a_end
+                while len(a) + len(b) > max_tokens:
+                    longer = a if len(a) > len(b) else b
+                    del longer[0 if rng.random() < 0.5 else -1]
+                if a and b:
+                    examples.append({"input_ids": [special.cls, *a, special.sep, *b, special.sep],
+                                     "token_type_ids": [0] * (len(a) + 2) + [1] * (len(b) + 1),
+                                     "next_sentence_label": label})
+                chunk, length = [], 0
+            i += 1
+    return examples
+
+
+@pytest.mark.parametrize(("max_seq_length", "short_seq_prob"), [(8, 0.0), (32, 0.1), (128, 0.5)])
+def test_pair_spans_reproduce_the_walk_over_id_lists(max_seq_length, short_seq_prob):
+    documents = synthetic_documents(40, seed=max_seq_length) + [[[11] * 50], [[12, 13]]]  # long and short ones
+    ours = create_pretraining_examples(documents, SPECIAL, max_seq_length=max_seq_length,
+                                       short_seq_prob=short_seq_prob, seed=2)
+    assert list(ours) == walk_over_id_lists(documents, SPECIAL, max_seq_length, short_seq_prob, seed=2)
+    assert ours.spans.shape == (len(ours), 4) and list(ours[3:7]) == list(ours)[3:7]
+
+
+def test_examples_from_token_files_equal_those_from_documents_in_ram(tokenizer, tmp_path, monkeypatch):
+    from hf_seqmodels.training.core import token_pairs
+    from hf_seqmodels.training.core.token_pairs import bert_token_documents
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(text_corpus(30, seed=3))
+    mapped = bert_token_documents([corpus], tokenizer, cache_dir=tmp_path / "cache")
+    in_ram = tokenize_documents(split_documents(corpus.read_text()), tokenizer)
+    special = SpecialIds.of(tokenizer)
+    for documents in (slice(None, -6), slice(-6, None)):  # the training and the held-out documents
+        ours = create_pretraining_examples(mapped[documents], special, max_seq_length=32, seed=1)
+        assert isinstance(ours.tokens, np.memmap)
+        assert list(ours) == list(create_pretraining_examples(in_ram[documents], special, max_seq_length=32, seed=1))
+    monkeypatch.setattr(token_pairs, "_tokenize_sentences", lambda *a: pytest.fail("tokenised again"))
+    assert bert_token_documents([corpus], tokenizer, cache_dir=tmp_path / "cache").folder == mapped.folder
+    monkeypatch.undo()
+    other = train_tokenizer([str(corpus)], kind="wordpiece", vocab_size=60, min_frequency=1,
+                            add_bert_special_tokens=True)
+    changed = bert_token_documents([corpus], other, cache_dir=tmp_path / "cache")
+    assert changed.folder != mapped.folder and list(changed) == tokenize_documents(split_documents(
+        corpus.read_text()), other)
+
+
+def test_pretrain_bert_command_tokenises_once_and_resumes_exactly_from_the_token_files(tokenizer, tmp_path,
+                                                                                         monkeypatch):
+    from hf_seqmodels.training.core import token_pairs
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(text_corpus(40, seed=7))
+    tokenizer.save_pretrained(tmp_path / "tok")
+    cache = tmp_path / "cache"
+
+    def run(name: str, *extra: str) -> dict:
+        return bert_main(["--train_file", str(corpus), "--tokenizer_name", str(tmp_path / "tok"), "--preset", "tiny",
+                          "--max_seq_length", "32", "--config_overrides", "max_position_embeddings=32",
+                          "--validation_split_percentage", "20", "--per_device_train_batch_size", "8",
+                          "--max_steps", "4", "--save_steps", "2", "--optim", "adamw_torch", "--learning_rate",
+                          "1e-3", "--cache_dir", str(cache), "--output_dir", str(tmp_path / name), "--use_cpu",
+                          "--disable_tqdm", "--no_plot", *extra])
+
+    straight = run("straight")
+    folders = list(cache.iterdir())
+    assert [f.name[:5] for f in folders] == ["bert-"]
+    monkeypatch.setattr(token_pairs, "_tokenize_sentences", lambda *a: pytest.fail("tokenised again"))
+    run("resumed", "--max_steps", "2")
+    resumed = run("resumed", "--resume_from_checkpoint", "latest")
+    assert resumed["steps"] == straight["steps"] == 4 and list(cache.iterdir()) == folders
+    assert resumed["eval_loss"] == straight["eval_loss"]
+    a = load_file(str(tmp_path / "straight" / "model.safetensors"))
+    b = load_file(str(tmp_path / "resumed" / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

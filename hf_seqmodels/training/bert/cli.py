@@ -8,8 +8,11 @@ Example (the same command runs on one process, under ``accelerate launch`` or ``
         --learning_rate 5e-4 --lr_scheduler_type cosine --warmup_steps 500 --output_dir runs/bert-mini
 
 A WordPiece tokenizer with ``[CLS]``/``[SEP]``/``[MASK]`` is trained on the text unless
-``--tokenizer_name`` names one. The last ``--validation_split_percentage`` % of the
-documents are held out for the masked-LM and next-sentence metrics.
+``--tokenizer_name`` names one (only then is the text read into RAM). The --train_file text is tokenised
+once into memory-mapped token files under ``--cache_dir`` (``--overwrite_cache`` to redo) and the sentence
+pairs are drawn as spans of them, so a corpus larger than RAM trains. The last
+``--validation_split_percentage`` % of the documents are held out for the masked-LM and next-sentence
+metrics.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from ..core.cli import (
     start_run,
 )
 from ..core.text import read_text_file
+from ..core.token_pairs import TokenDocuments, bert_token_documents
 from .data import SpecialIds, create_pretraining_examples, split_documents, tokenize_documents
 from .trainer import BERT_DEFAULTS, BertPretrainingArguments, BertPretrainingLoop
 
@@ -63,7 +67,12 @@ class DataArguments:
     validation_split_percentage: float = field(default=5.0, metadata={"help": "the last N %% of the documents are held out"})
     max_seq_length: int = field(default=128, metadata={"help": "tokens per sentence pair, [CLS] and [SEP]s included"})
     short_seq_prob: float = field(default=0.1, metadata={"help": "probability of a shorter target length"})
-    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "processes that tokenise"})
+    preprocessing_num_workers: int | None = field(default=None, metadata={"help": (
+        "processes that tokenise a --dataset_name")})
+    cache_dir: str | None = field(default=None, metadata={"help": (
+        "folder of the token files a --train_file is tokenised into once (default: $HF_SEQMODELS_CACHE, else "
+        "hf_seqmodels_tokens beside the datasets cache)")})
+    overwrite_cache: bool = field(default=False, metadata={"help": "tokenise again even if token files exist"})
 
     def __post_init__(self):
         if self.train_file is None and self.dataset_name is None:
@@ -84,7 +93,7 @@ def parse_arguments(argv: list[str] | None = None):
 
 
 def load_documents(args) -> list[list[str]]:
-    """Documents (lists of sentences) from --train_file or --dataset_name."""
+    """Documents (lists of sentences) from --train_file or --dataset_name, in RAM."""
     if args.train_file:
         return [doc for path in args.train_file for doc in split_documents(read_text_file(path))]
     if args.dataset_name:
@@ -95,40 +104,65 @@ def load_documents(args) -> list[list[str]]:
     raise ValueError("Give --train_file (one or more text files) or --dataset_name.")
 
 
+def held_out_documents(args, count: int) -> int:
+    """How many of the last of ``count`` documents are held out (at least 2, and 2 must be left to train on)."""
+    held_out = max(2, math.ceil(count * args.validation_split_percentage / 100))
+    if count - held_out < 2:
+        raise ValueError(f"{count} documents are too few to hold out {held_out} and pretrain on the rest.")
+    return held_out
+
+
+def token_documents(args, tokenizer, documents: list[list[str]] | None, accelerator) -> TokenDocuments:
+    """Every document's sentences as ids. --train_file text is tokenised once into memory-mapped token files
+    (:func:`~..core.token_pairs.bert_token_documents`: cached under --cache_dir, prepared by each machine's main
+    process, mapped by every process); a --dataset_name's ``documents`` are tokenised in RAM."""
+    if args.train_file:
+        return bert_token_documents(args.train_file, tokenizer, cache_dir=args.cache_dir,
+                                    overwrite_cache=args.overwrite_cache, accelerator=accelerator)
+    ids = TokenDocuments.from_lists(tokenize_documents(documents, tokenizer, num_proc=args.preprocessing_num_workers))
+    ids.documents_read = len(documents)
+    return ids
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Parse ``argv``, build examples, tokenizer and model, pretrain and/or evaluate; returns the final metrics."""
     model_args, data_args, training_args = parse_arguments(argv)
     args = merged(model_args, data_args, training_args)
     configure_logging()
-    documents = load_documents(args)
-    held_out = max(2, math.ceil(len(documents) * args.validation_split_percentage / 100))
-    if len(documents) - held_out < 2:
-        raise ValueError(f"{len(documents)} documents are too few to hold out {held_out} and pretrain on the rest.")
+    train_tokenizer = not (args.tokenizer_name or args.model_name_or_path)
+    documents = load_documents(args) if train_tokenizer or not args.train_file else None  # else: token files
+    if documents is not None:
+        held_out_documents(args, len(documents))
     accelerator = start_run(training_args)
-    texts = [" ".join(doc) + "\n" for doc in documents[:-held_out]]
+    texts = ([" ".join(doc) + "\n" for doc in documents[: -held_out_documents(args, len(documents))]]
+             if train_tokenizer else [])
     tokenizer = load_tokenizer(args, texts, accelerator, add_bert_special_tokens=True)
+    del texts
     set_seed(training_args.seed)
     model = build_model(args, tokenizer, MODEL_FAMILIES, AutoModelForPreTraining)
     if model.config.max_position_embeddings < args.max_seq_length:
         raise ValueError(f"Invalid `--max_seq_length`={args.max_seq_length}: the model has "
                          f"max_position_embeddings={model.config.max_position_embeddings}.")
-    ids = tokenize_documents(documents, tokenizer, num_proc=args.preprocessing_num_workers)
+    ids = token_documents(args, tokenizer, documents, accelerator)
+    del documents  # the text is not held while training
+    held_out = held_out_documents(args, ids.documents_read)
     special = SpecialIds.of(tokenizer)
     make = lambda docs, seed: create_pretraining_examples(  # noqa: E731
         docs, special, max_seq_length=args.max_seq_length, short_seq_prob=args.short_seq_prob, seed=seed)
     train, evaluation = make(ids[:-held_out], training_args.seed), make(ids[-held_out:], training_args.seed + 1)
-    logger.info(f"{type(model).__name__} with {model.num_parameters():,} parameters; {len(documents):,} documents, "
-                f"{len(train):,} training and {len(evaluation):,} held-out sentence pairs.")
+    logger.info(f"{type(model).__name__} with {model.num_parameters():,} parameters; {ids.documents_read:,} "
+                f"documents, {len(train):,} training and {len(evaluation):,} held-out sentence pairs.")
     loop = BertPretrainingLoop(model, tokenizer, train, evaluation, training_args, accelerator)
     if training_args.do_train:
         names = ", ".join(f"`{Path(p).name}`" for p in args.train_file) if args.train_file else f"`{args.dataset_name}`"
-        results = loop.train(f"Pretrained on {names}: {len(documents) - held_out:,} documents, {len(train):,} sentence "
-                             f"pairs of at most {args.max_seq_length} tokens; {len(tokenizer)}-token WordPiece "
-                             "vocabulary." + continued_from(args), dataset_label(args))
+        results = loop.train(f"Pretrained on {names}: {ids.documents_read - held_out:,} documents, {len(train):,} "
+                             f"sentence pairs of at most {args.max_seq_length} tokens; {len(tokenizer)}-token "
+                             "WordPiece vocabulary." + continued_from(args), dataset_label(args))
     else:
         results = loop.evaluate_only()
     finish_processes(accelerator)
     return results
 
 
-__all__ = ["DataArguments", "MODEL_FAMILIES", "ModelArguments", "load_documents", "main", "parse_arguments"]
+__all__ = ["DataArguments", "MODEL_FAMILIES", "ModelArguments", "held_out_documents", "load_documents", "main",
+           "parse_arguments", "token_documents"]

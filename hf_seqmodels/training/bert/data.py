@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import random
 import re
+from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ...models.config_utils import invalid
 from ..core.text import pad_right
+from ..core.token_pairs import TokenDocuments
 
 _HEADING = re.compile(r"^\s*=( =)* .* =( =)*\s*$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
@@ -71,61 +75,115 @@ class SpecialIds:
         return cls(tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id, tokenizer.pad_token_id)
 
 
-def _truncate_pair(a: list[int], b: list[int], max_tokens: int, rng: random.Random) -> None:
-    """Drop tokens from the longer side, at its front or back at random, until ``len(a) + len(b) <= max_tokens``."""
-    while len(a) + len(b) > max_tokens:
-        longer = a if len(a) > len(b) else b
-        del longer[0 if rng.random() < 0.5 else -1]
+class PairExamples:
+    """NSP sentence-pair examples held as spans of a flat id array: example ``i`` is
+    ``[CLS] tokens[a0:a1] [SEP] tokens[b0:b1] [SEP]`` with ``spans[i] = (a0, a1, b0, b1)``.
+
+    ``tokens`` is the sentence array of :class:`~..core.token_pairs.TokenDocuments` (a memory map of token
+    files, or an array in RAM), so 40 bytes per example stay in RAM and the ids are read when a batch asks.
+    Indexing gives the example as a dict of ``input_ids``, ``token_type_ids`` and ``next_sentence_label``
+    (0 IsNext, 1 NotNext); slicing gives a view.
+    """
+
+    def __init__(self, tokens: np.ndarray, spans: np.ndarray, labels: np.ndarray, special: SpecialIds):
+        self.tokens, self.spans, self.labels, self.special = tokens, spans, labels, special
+
+    def __len__(self) -> int:
+        return len(self.spans)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return PairExamples(self.tokens, self.spans[index], self.labels[index], self.special)
+        a0, a1, b0, b1 = self.spans[index].tolist()
+        return _layout(self.tokens[a0:a1].tolist(), self.tokens[b0:b1].tolist(), int(self.labels[index]),
+                       self.special)
+
+    def __iter__(self) -> Iterator[dict[str, list[int]]]:
+        return (self[i] for i in range(len(self)))
 
 
-def create_pretraining_examples(documents: list[list[list[int]]], special: SpecialIds, *, max_seq_length: int = 128,
-                                short_seq_prob: float = 0.1, nsp_probability: float = 0.5,
-                                seed: int = 0) -> list[dict[str, list[int]]]:
-    """Sentence-pair examples from tokenised ``documents`` (each a list of sentences, each a list of ids).
+def create_pretraining_examples(documents: TokenDocuments | list[list[list[int]]], special: SpecialIds, *,
+                                max_seq_length: int = 128, short_seq_prob: float = 0.1,
+                                nsp_probability: float = 0.5, seed: int = 0) -> PairExamples:
+    """Sentence-pair examples from tokenised ``documents``: :class:`~..core.token_pairs.TokenDocuments`
+    (token files) or lists of sentences of ids.
 
-    Returns dicts with ``input_ids``, ``token_type_ids`` and ``next_sentence_label`` (0 IsNext, 1 NotNext).
-    A chunk of a single sentence can only get a random B, as in the original implementation.
+    Each document is walked, gathering sentences until a target length is reached; the chunk is split
+    at a random sentence boundary into A and B, and B is replaced by a random other document's sentences
+    (NotNext) with probability ``1 - nsp_probability``. The pair is truncated to fit, the longer side at
+    its front or back at random. A chunk of a single sentence can only get a random B, as in the
+    original implementation. Only the spans are computed, from the offsets; no id is read.
     """
     if max_seq_length < 8:
         raise invalid("max_seq_length", max_seq_length, "an integer >= 8")
+    if not isinstance(documents, TokenDocuments):
+        documents = TokenDocuments.from_lists(documents)
     if len(documents) < 2:
         raise ValueError(f"Next-sentence prediction needs at least 2 documents to draw random sentences from, "
                          f"got {len(documents)}.")
-    rng = random.Random(seed)
-    max_tokens = max_seq_length - 3  # [CLS], [SEP], [SEP]
-    examples = []
-    for index, document in enumerate(documents):
-        target = rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
-        chunk, length, i = [], 0, 0
-        while i < len(document):
-            chunk.append(document[i])
-            length += len(document[i])
-            if i == len(document) - 1 or length >= target:
-                a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-                a = [t for sentence in chunk[:a_end] for t in sentence]
-                if len(chunk) >= 2 and rng.random() < nsp_probability:
-                    b, label = [t for sentence in chunk[a_end:] for t in sentence], 0
+    walk = _PairWalk(documents, max_seq_length - 3, random.Random(seed))  # - [CLS], [SEP], [SEP]
+    for index in range(len(documents)):
+        walk.document(index, short_seq_prob, nsp_probability)
+    spans = np.frombuffer(walk.spans, dtype=np.int64).reshape(-1, 4)  # (N, 4)
+    return PairExamples(documents.sentences.tokens, spans, np.frombuffer(walk.labels, dtype=np.int8), special)
+
+
+class _PairWalk:
+    """The walk of :func:`create_pretraining_examples` over token offsets: every draw of the random
+    generator happens in the order of Google's ``create_pretraining_data.py`` (and of our earlier walk
+    over id lists, whose examples it reproduces exactly)."""
+
+    def __init__(self, documents: TokenDocuments, max_tokens: int, rng: random.Random):
+        self.documents, self.max_tokens, self.rng = documents, max_tokens, rng
+        self.sentence_offsets, self.document_offsets = documents.sentences.offsets, documents.document_offsets
+        self.spans, self.labels = array("q"), array("b")
+
+    def starts(self, index: int) -> list[int]:
+        """The token offsets of document ``index``'s sentences and of its end: ``(sentences + 1)`` ints."""
+        first, last = int(self.document_offsets[index]), int(self.document_offsets[index + 1])
+        return self.sentence_offsets[first : last + 1].tolist()
+
+    def document(self, index: int, short_seq_prob: float, nsp_probability: float) -> None:
+        rng, starts = self.rng, self.starts(index)
+        count = len(starts) - 1
+        target = rng.randint(2, self.max_tokens) if rng.random() < short_seq_prob else self.max_tokens
+        first, i = 0, 0  # the chunk is sentences first..i
+        while i < count:
+            if i == count - 1 or starts[i + 1] - starts[first] >= target:
+                size = i - first + 1
+                a_end = first + (rng.randint(1, size - 1) if size >= 2 else 1)
+                a = [starts[first], starts[a_end]]
+                if size >= 2 and rng.random() < nsp_probability:
+                    b, label = [starts[a_end], starts[i + 1]], 0
                 else:
-                    b, label = _random_continuation(documents, index, target - len(a), rng), 1
-                    i -= len(chunk) - a_end  # the sentences B did not use are read again
-                _truncate_pair(a, b, max_tokens, rng)
-                if a and b:
-                    examples.append(_layout(a, b, label, special))
-                chunk, length = [], 0
+                    b, label = self.random_continuation(index, target - (a[1] - a[0])), 1
+                    i = a_end - 1  # the sentences B did not use are read again
+                self.truncate(a, b)
+                if a[1] > a[0] and b[1] > b[0]:
+                    self.spans.extend(a + b)
+                    self.labels.append(label)
+                first = i + 1
             i += 1
-    return examples
 
+    def random_continuation(self, avoid: int, length: int) -> list[int]:
+        """The span of at least ``length`` tokens (or to the end) from a random sentence of a random other
+        document."""
+        pick = self.rng.randrange(len(self.documents) - 1)
+        starts = self.starts(pick + (pick >= avoid))
+        begin = self.rng.randrange(len(starts) - 1)
+        end = begin + 1
+        while end < len(starts) - 1 and starts[end] - starts[begin] < length:
+            end += 1
+        return [starts[begin], starts[end]]
 
-def _random_continuation(documents: list[list[list[int]]], avoid: int, length: int, rng: random.Random) -> list[int]:
-    """At least ``length`` tokens (or to the end) from a random place in a random other document."""
-    pick = rng.randrange(len(documents) - 1)
-    other = documents[pick + (pick >= avoid)]
-    tokens: list[int] = []
-    for sentence in other[rng.randrange(len(other)) :]:
-        tokens.extend(sentence)
-        if len(tokens) >= length:
-            break
-    return tokens
+    def truncate(self, a: list[int], b: list[int]) -> None:
+        """Drop tokens from the longer span (B on a tie), at its front or back at random, until both fit."""
+        while (a[1] - a[0]) + (b[1] - b[0]) > self.max_tokens:
+            longer = a if a[1] - a[0] > b[1] - b[0] else b
+            if self.rng.random() < 0.5:
+                longer[0] += 1
+            else:
+                longer[1] -= 1
 
 
 def _layout(a: list[int], b: list[int], label: int, special: SpecialIds) -> dict[str, list[int]]:
@@ -199,6 +257,7 @@ def wordpiece_word_starts(input_ids: torch.Tensor, tokenizer) -> torch.Tensor:
 
 
 __all__ = [
+    "PairExamples",
     "SpecialIds",
     "collate_examples",
     "create_pretraining_examples",

@@ -1,16 +1,18 @@
 """BERT pretraining on the engine: masked LM + next-sentence prediction over sentence-pair examples.
 
-The sentence pairs are made once (:func:`~.bert_data.create_pretraining_examples`); the masking is
-dynamic: global batch ``k`` of epoch ``e`` is masked with a generator seeded by ``(seed, e, k)``, so
+The sentence pairs are drawn once (:func:`~.data.create_pretraining_examples`) as spans of the
+documents' ids (:class:`~.data.PairExamples`: 40 bytes per pair in RAM, the ids read from the memory-mapped
+token files when a batch is made); the masking is dynamic: global batch ``k`` of epoch ``e`` is masked with a generator seeded by ``(seed, e, k)``, so
 every epoch sees new masks and a resumed run sees exactly the masks of an uninterrupted one. With ``P``
 processes the global batch is masked first and then split by rows, and each process weights its mean
 losses by its share of the masked tokens (MLM) and of the pairs (NSP): ``P`` processes make exactly the
-update of one. Validation uses one fixed masking of the held-out pairs and reports the masked-LM loss,
-perplexity and accuracy and the next-sentence accuracy.
+update of one. Validation uses one fixed masking of the held-out pairs (made batch by batch at each
+evaluation) and reports the masked-LM loss, perplexity and accuracy and the next-sentence accuracy.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +24,14 @@ from ...models.config_utils import invalid
 from ..core.arguments import EngineArguments
 from ..core.launch import make_accelerator
 from ..core.loop import TrainingLoop, perplexity, process_share, share_counts
-from .data import SpecialIds, collate_examples, mask_tokens, special_tokens_mask, wordpiece_word_starts
+from .data import (
+    PairExamples,
+    SpecialIds,
+    collate_examples,
+    mask_tokens,
+    special_tokens_mask,
+    wordpiece_word_starts,
+)
 
 #: the task's values of what neither the command line nor a recipe sets
 BERT_DEFAULTS = {"per_device_train_batch_size": 32, "per_device_eval_batch_size": 64}
@@ -90,8 +99,9 @@ class MaskedPairBatches:
 
 
 @torch.no_grad()
-def evaluate_pretraining(model, batches: list[dict[str, torch.Tensor]], device) -> dict[str, float]:
-    """Masked-LM loss (nats per masked token), perplexity and accuracy, and NSP accuracy over fixed batches."""
+def evaluate_pretraining(model, batches: Iterable[dict[str, torch.Tensor]], device) -> dict[str, float]:
+    """Masked-LM loss (nats per masked token), perplexity and accuracy, and NSP accuracy over fixed batches;
+    ``eval_masked_tokens`` and ``eval_pairs`` count what they were measured on."""
     was_training = model.training
     model.eval()
     mlm_sum, mlm_correct, masked, nsp_correct, pairs = 0.0, 0, 0, 0, 0
@@ -108,7 +118,8 @@ def evaluate_pretraining(model, batches: list[dict[str, torch.Tensor]], device) 
     model.train(was_training)
     mlm_loss = mlm_sum / max(masked, 1)
     return {"eval_loss": mlm_loss, "eval_mlm_perplexity": perplexity(mlm_loss),
-            "eval_mlm_accuracy": mlm_correct / max(masked, 1), "eval_nsp_accuracy": nsp_correct / max(pairs, 1)}
+            "eval_mlm_accuracy": mlm_correct / max(masked, 1), "eval_nsp_accuracy": nsp_correct / max(pairs, 1),
+            "eval_masked_tokens": masked, "eval_pairs": pairs}
 
 
 class BertPretrainingLoop(TrainingLoop):
@@ -116,16 +127,20 @@ class BertPretrainingLoop(TrainingLoop):
 
     plot_title = "BERT pretraining (training: MLM + NSP loss; validation: MLM loss)"
 
-    def __init__(self, model, tokenizer, train_examples: list[dict], eval_examples: list[dict],
-                 args: BertPretrainingArguments, accelerator: Accelerator):
+    def __init__(self, model, tokenizer, train_examples: PairExamples | list[dict],
+                 eval_examples: PairExamples | list[dict], args: BertPretrainingArguments, accelerator: Accelerator):
         args = args.with_recipe(task_defaults=BERT_DEFAULTS)
         self.train_examples, self.eval_examples = train_examples, eval_examples
-        fixed = MaskedPairBatches(eval_examples, tokenizer, model.config.vocab_size, batch_size=1, seed=args.seed,
-                                  mlm_probability=args.mlm_probability)
-        size = args.per_device_eval_batch_size
-        self.eval_batches = [fixed.masked(eval_examples[i : i + size], seed=args.seed + i)
-                             for i in range(0, len(eval_examples), size)]
+        self._eval_masking = MaskedPairBatches(eval_examples, tokenizer, model.config.vocab_size, batch_size=1,
+                                               seed=args.seed, mlm_probability=args.mlm_probability)
         super().__init__(model, tokenizer, args, accelerator)
+
+    def eval_batches(self, index: int = 0, count: int = 1) -> Iterator[dict[str, torch.Tensor]]:
+        """The held-out batches ``index, index + count, ...``, each masked the same way at every evaluation
+        (seeded by its first example's position), made one at a time."""
+        size = self.args.per_device_eval_batch_size
+        for start in range(index * size, len(self.eval_examples), count * size):
+            yield self._eval_masking.masked(self.eval_examples[start : start + size], seed=self.args.seed + start)
 
     def task_defaults(self) -> dict[str, Any]:
         return BERT_DEFAULTS
@@ -159,11 +174,10 @@ class BertPretrainingLoop(TrainingLoop):
     def evaluate_metrics(self, model) -> dict[str, float]:
         acc = self.accelerator
         index, count = process_share(self.eval_accelerator)
-        mine = self.eval_batches[index::count]
-        metrics = evaluate_pretraining(model, mine, acc.device)
+        metrics = evaluate_pretraining(model, self.eval_batches(index, count), acc.device)
+        weights = [float(metrics.pop("eval_masked_tokens")), float(metrics.pop("eval_pairs"))]
         if count > 1:  # average the shards' metrics weighted by their sizes
-            weights = torch.tensor([float(sum(int((b["labels"] != -100).sum()) for b in mine)),
-                                    float(sum(len(b["input_ids"]) for b in mine))], device=acc.device)
+            weights = torch.tensor(weights, device=acc.device)
             values = torch.tensor([metrics["eval_loss"] * weights[0], metrics["eval_mlm_accuracy"] * weights[0],
                                    metrics["eval_nsp_accuracy"] * weights[1]], device=acc.device)
             weights, values = acc.reduce(weights, reduction="sum"), acc.reduce(values, reduction="sum")
@@ -181,7 +195,7 @@ class BertPretrainingLoop(TrainingLoop):
                 "masked-LM logits": "masked positions only" if args.masked_positions_only else "every position"}
 
 
-def pretrain_bert(model, tokenizer, train_examples: list[dict], eval_examples: list[dict],
+def pretrain_bert(model, tokenizer, train_examples: PairExamples | list[dict], eval_examples: PairExamples | list[dict],
                   args: BertPretrainingArguments, accelerator: Accelerator | None = None,
                   training_data: str | None = None, eval_dataset: str | None = None) -> dict[str, Any]:
     """Pretrain ``model`` (a ``…ForPreTraining``) on sentence-pair examples; returns the final metrics."""

@@ -219,3 +219,21 @@ def test_streaming_refuses_what_a_stream_cannot_do(extra, drop, message, files, 
         parse_arguments(argv)
     with pytest.raises(ValueError, match=r"`max_eval_samples`=5: expected no value without --streaming"):
         parse_arguments(command(files, tmp_path / "run", "--max_eval_samples", "5"))
+
+
+@pytest.mark.slow
+def test_two_processes_stream_and_resume_exactly(files, tmp_path):
+    """``accelerate launch`` on 2 CPU processes: each keeps its stream position beside checkpoint-3, and a run
+    resumed from that checkpoint alone ends with the uninterrupted run's loss curve and weights."""
+    from distributed_utils import launch_two_cpu_processes
+
+    extra = ("--max_steps", "6", "--streaming", "--per_device_train_batch_size", "2", "--save_steps", "3")
+    launch_two_cpu_processes("train_lm.py", command(files, tmp_path / "full", *extra))
+    checkpoint = tmp_path / "full" / "checkpoint-3"
+    positions = [json.loads(stream_position_file(checkpoint, rank).read_text()) for rank in (0, 1)]
+    assert [p["windows"] for p in positions] == [3, 3] and positions[0]["rows"] != positions[1]["rows"]
+    launch_two_cpu_processes("train_lm.py", command(files, tmp_path / "resumed", *extra, "--resume_from_checkpoint",
+                                                    str(checkpoint)))
+    assert losses(tmp_path / "resumed") == losses(tmp_path / "full")
+    for name, value in final_weights(tmp_path / "full").items():
+        assert torch.equal(value, final_weights(tmp_path / "resumed")[name]), name

@@ -22,9 +22,20 @@
    with no mask (ours: ``is_causal`` inside the kernel). Peak memory above the model's: CUDA's
    ``max_memory_allocated`` on a GPU, the peak RSS of a fresh process on the CPU.
 
+3. ``--seq2seq_pairs N`` / ``--bert_megabytes M`` (instead of 1 and 2): ``train_seq2seq`` on ``N`` generated
+   line-aligned sentence pairs (5–40 made-up words, the target the source reversed and respelled; a tiny
+   Transformer, ``--max_tokens_per_batch 4096``) or ``pretrain_bert`` on ``M`` MB of generated documents (4–40
+   sentences, blank lines between; tiny BERT, 128 tokens), each with a tokenizer given (BPE / WordPiece of
+   8,000 tokens trained on a sample) and one update, in a fresh process: the token files prepared in a fresh
+   cache, then the same command again from the cache. Printed: seconds, the preparation's seconds, peak RSS
+   (total and above the imports), the private and the file-backed (mapped) RSS at the end, and the seconds
+   per million pairs / per MB of text that scale the preparation.
+
     python -m benchmarks.bench_data_scale --megabytes 100
     python -m benchmarks.bench_data_scale --megabytes 1024 --skip_mask   # 1 GB of text
     python -m benchmarks.bench_data_scale --megabytes 5 --seq_len 4096   # quick
+    python -m benchmarks.bench_data_scale --seq2seq_pairs 2900000        # WMT-size pairs
+    python -m benchmarks.bench_data_scale --bert_megabytes 250
 """
 
 from __future__ import annotations
@@ -293,6 +304,183 @@ def causal_mask_memory(args: argparse.Namespace) -> None:
           f"(target <= 0.25: {'PASS' if ratio <= 0.25 else 'MISS'})")
 
 
+# --------------------------------------------------------------------------- seq2seq pairs and BERT documents
+
+
+def _words(rng: np.random.Generator, count: int) -> list[str]:
+    letters = np.array(list("etaoinshrdlucmfwypvbgkjqxz"))
+    return ["".join(rng.choice(letters, size=rng.integers(2, 10))) for _ in range(count)]
+
+
+def _sentences(rng: np.random.Generator, words: list[str], count: int, low: int, high: int) -> list[list[str]]:
+    """``count`` sentences of ``low``..``high`` Zipf-distributed words."""
+    weights = 1.0 / np.arange(1, len(words) + 1)
+    lengths = rng.integers(low, high + 1, size=count)
+    picks = rng.choice(len(words), size=int(lengths.sum()), p=weights / weights.sum()).tolist()
+    bounds = np.concatenate([[0], np.cumsum(lengths)]).tolist()
+    return [[words[i] for i in picks[bounds[k] : bounds[k + 1]]] for k in range(count)]
+
+
+def write_parallel_corpus(folder: Path, pairs: int, seed: int = 0) -> tuple[Path, Path]:
+    """``pairs`` line-aligned sentence pairs (``train.src``/``train.tgt``), WMT's layout: sources of 5–40
+    made-up words, each target the source reversed with every word respelled (another vocabulary)."""
+    rng = np.random.default_rng(seed)
+    words = _words(rng, 20_000)
+    respelled = {w: w[::-1] + "n" for w in words}
+    paths = folder / "train.src", folder / "train.tgt"
+    with open(paths[0], "w", encoding="utf-8") as src, open(paths[1], "w", encoding="utf-8") as tgt:
+        for start in range(0, pairs, 100_000):
+            block = _sentences(rng, words, min(100_000, pairs - start), 5, 40)
+            src.write("".join(" ".join(s) + " .\n" for s in block))
+            tgt.write("".join(" ".join(respelled[w] for w in reversed(s)) + " .\n" for s in block))
+    return paths
+
+
+def write_documents(path: Path, megabytes: float, seed: int = 0) -> None:
+    """``megabytes`` MB of documents (4–40 sentences of 5–30 made-up words, one per line) separated by blank
+    lines: the layout ``pretrain_bert`` cuts into documents and sentences."""
+    rng = np.random.default_rng(seed)
+    words = _words(rng, 20_000)
+    target, written = int(megabytes * 2**20), 0
+    with open(path, "w", encoding="utf-8") as f:
+        while written < target:
+            sentences = iter(_sentences(rng, words, 50_000, 5, 30))
+            sizes = rng.integers(4, 41, size=5_000).tolist()
+            documents = ["".join(" ".join(s).capitalize() + ".\n" for s in itertools.islice(sentences, n))
+                         for n in sizes]
+            text = "\n".join(d for d in documents if d) + "\n"
+            f.write(text[: target - written])
+            written += min(len(text), target - written)
+
+
+def _train_bench_tokenizer(sample: list[str], folder: Path, bert: bool) -> None:
+    from hf_seqmodels.tokenization import train_tokenizer
+
+    sample_file = folder / "tokenizer_sample.txt"
+    sample_file.write_text("".join(sample), encoding="utf-8")
+    kind = "wordpiece" if bert else "bpe"
+    train_tokenizer([str(sample_file)], kind=kind, vocab_size=8000, add_bert_special_tokens=bert).save_pretrained(
+        folder / "tokenizer")
+    sample_file.unlink()
+
+
+def _rss_split_mb() -> dict[str, float]:
+    """The current RSS split into private (anonymous) and file-backed pages (memory maps, code)."""
+    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+    return {name: int(fields[name].split()[0]) / 1024 for name in ("RssAnon", "RssFile")}
+
+
+def _timed(module, name: str, seconds: dict) -> None:
+    """Replace ``module.name`` by a wrapper that adds its run time to ``seconds[name]``."""
+    original = getattr(module, name)
+
+    def wrapper(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - start
+
+    setattr(module, name, wrapper)
+
+
+def _training_run(job: dict, queue: mp.Queue) -> None:
+    """One ``train_seq2seq``/``pretrain_bert`` command (tokenising or reading the cache, then one update) in a
+    fresh process: puts seconds, the preparation's seconds, peak RSS (total and above the imports) and sizes."""
+    import torch
+
+    torch.set_num_threads(job["threads"])
+    if job["task"] == "seq2seq":
+        from hf_seqmodels.training.seq2seq import cli
+        from hf_seqmodels.training.seq2seq import data as task_data
+
+        timed = ("seq2seq_token_pairs",)
+    else:
+        from hf_seqmodels.training.bert import cli
+        from hf_seqmodels.training.bert import data as task_data
+
+        timed = ("bert_token_documents", "create_pretraining_examples")
+    seconds: dict[str, float] = {}
+    for name in timed:
+        _timed(cli, name, seconds)
+    sizes = {}
+    batches_class = getattr(task_data, "LengthBatches", None)
+    if batches_class is not None:  # the length index: how many global batches
+        build = batches_class.__init__
+
+        def counting(self, *args, **kwargs):
+            build(self, *args, **kwargs)
+            sizes["batches"] = len(self)
+
+        batches_class.__init__ = counting
+    start_rss, start = _rss_mb(), time.perf_counter()
+    results = cli.main(job["argv"])
+    queue.put({"seconds": time.perf_counter() - start, "prepare_seconds": sum(seconds.values()),
+               "steps": results.get("steps"), "peak_mb": _peak_rss_mb(), "above_start_mb": _peak_rss_mb() - start_rss,
+               **_rss_split_mb(), **sizes})
+
+
+def _task_argv(args: argparse.Namespace, folder: Path, data: list[str], name: str) -> list[str]:
+    common = ["--tokenizer_name", str(folder / "tokenizer"), "--preset", "tiny", "--max_steps", "1",
+              "--optim", "adamw_torch", "--save_strategy", "no", "--no_plot", "--disable_tqdm", "--use_cpu",
+              "--cache_dir", str(folder / f"cache-{name}"), "--output_dir", str(folder / f"run-{name}"),
+              "--overwrite_output_dir"]
+    if args.seq2seq_pairs:
+        return [*data, "--model_family", "transformer", "--config_overrides", "max_position_embeddings=256",
+                "--max_tokens_per_batch", "4096", "--num_beams", "1",
+                "--generation_max_length", "8", "--per_device_eval_batch_size", "64", *common]
+    return [*data, "--max_seq_length", "128", "--config_overrides", "max_position_embeddings=128",
+            "--per_device_train_batch_size", "32",
+            "--validation_split_percentage", "0.2", *common]
+
+
+def corpus_scale_task(args: argparse.Namespace, folder: Path) -> None:
+    """``train_seq2seq`` on ``--seq2seq_pairs`` generated pairs or ``pretrain_bert`` on ``--bert_megabytes`` MB of
+    generated documents: the command as a user runs it, with a tokenizer given, in a fresh process; then again
+    from the cache."""
+    start = time.perf_counter()
+    if args.seq2seq_pairs:
+        task, unit, amount = "seq2seq", "pairs", args.seq2seq_pairs
+        source, target = write_parallel_corpus(folder, args.seq2seq_pairs, args.seed)
+        with open(source, encoding="utf-8") as s, open(target, encoding="utf-8") as t:
+            sample = list(itertools.islice(s, 50_000)) + list(itertools.islice(t, 50_000))
+        valid = []
+        for path, name in ((source, "valid.src"), (target, "valid.tgt")):  # the first 64 pairs validate
+            with open(path, encoding="utf-8") as f:
+                (folder / name).write_text("".join(itertools.islice(f, 64)), encoding="utf-8")
+        valid = ["--validation_source_file", str(folder / "valid.src"), "--validation_target_file",
+                 str(folder / "valid.tgt")]
+        data = ["--train_source_file", str(source), "--train_target_file", str(target), *valid]
+        text_mb = (source.stat().st_size + target.stat().st_size) / 2**20
+    else:
+        task, unit, amount = "bert", "MB", args.bert_megabytes
+        corpus = folder / "documents.txt"
+        write_documents(corpus, args.bert_megabytes, args.seed)
+        with open(corpus, encoding="utf-8") as f:
+            sample = list(itertools.islice(f, 100_000))
+        data = ["--train_file", str(corpus)]
+        text_mb = corpus.stat().st_size / 2**20
+    _train_bench_tokenizer(sample, folder, bert=task == "bert")
+    print(f"{task}: {amount:,} {unit} of generated data ({text_mb:.1f} MB of text) and a tokenizer in "
+          f"{time.perf_counter() - start:.1f} s")
+    job = {"task": task, "threads": args.threads}
+    results = {"prepare + 1 step": in_fresh_process(_training_run, {**job, "argv": _task_argv(args, folder, data, "a")})}
+    results["from cache"] = in_fresh_process(_training_run, {**job, "argv": _task_argv(args, folder, data, "a")})
+    size = sum(p.stat().st_size for p in (folder / "cache-a").rglob("*.bin"))
+    print(f"token files {size / 2**20:.1f} MB ({size / 2**20 / text_mb:.2f} MB per MB of text)")
+    print(f"{'run':<18}{'seconds':>9}{'preparing':>11}{'peak MB':>9}{'above imports':>15}{'private MB':>12}"
+          f"{'mapped MB':>11}")
+    for name, r in results.items():
+        print(f"{name:<18}{r['seconds']:>9.1f}{r['prepare_seconds']:>11.1f}{r['peak_mb']:>9.0f}"
+              f"{r['above_start_mb']:>15.0f}{r['RssAnon']:>12.0f}{r['RssFile']:>11.0f}")
+    first = results["prepare + 1 step"]
+    per = amount if task == "seq2seq" else text_mb
+    print(f"rates: {first['prepare_seconds'] / per * (1e6 if task == 'seq2seq' else 1):.2f} s per "
+          f"{'million pairs' if task == 'seq2seq' else 'MB of text'} to prepare; peak {first['peak_mb']:.0f} MB "
+          f"(target <= 2048: {'PASS' if first['peak_mb'] <= 2048 else 'MISS'})")
+
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--megabytes", type=float, default=50.0, help="MB of generated text")
@@ -307,7 +495,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tmp_dir", help="folder of the temporary files (default: the system's)")
     parser.add_argument("--skip_data", action="store_true", help="only the causal forward")
     parser.add_argument("--skip_mask", action="store_true", help="only the data path")
+    parser.add_argument("--seq2seq_pairs", type=int, help="only train_seq2seq on N generated sentence pairs")
+    parser.add_argument("--bert_megabytes", type=float, help="only pretrain_bert on MB of generated documents")
     args = parser.parse_args(argv)
+    if args.seq2seq_pairs or args.bert_megabytes:
+        with tempfile.TemporaryDirectory(dir=args.tmp_dir) as folder:
+            corpus_scale_task(args, Path(folder))
+        return
     if not args.skip_data:
         with tempfile.TemporaryDirectory(dir=args.tmp_dir) as folder:
             data_preparation(args, Path(folder))

@@ -12,6 +12,14 @@ the command line leaves out. The same command runs on one process, under ``accel
     ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 training/train_lm.py ...
 
 A single ``.json`` or ``.yaml`` file of arguments works too: ``python training/train_lm.py args.yaml``.
+
+A ``--train_file`` is tokenised once into cached token files (:mod:`..core.token_files`). A corpus too large for
+that cache is streamed instead (:mod:`..core.streaming`: tokenised as it is read, split by process, resumed at
+its saved position); a stream has no length, so the run is counted in ``--max_steps``::
+
+    python training/train_lm.py --streaming --train_file big.txt --validation_file valid.txt \
+        --tokenizer_name my-tokenizer --max_steps 100000 --preset gpt-1 --output_dir runs/gpt
+    python training/train_lm.py --streaming --dataset_name <hub dataset> --max_eval_samples 2000 ...
 """
 
 from __future__ import annotations

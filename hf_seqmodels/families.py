@@ -6,6 +6,16 @@ tensors its forward returns, and what it can do (:class:`Capabilities`). The reg
 (:mod:`hf_seqmodels.registry`) builds the Auto-class registration from these descriptions, and the
 conformance tests (``tests/conformance/``) check the transformers model contract of every family and head
 from them alone: describing a family here is all it takes to register and test it.
+
+**Hidden states.** Every family's ``hidden_states`` are (the input of the first layer, the output of layer 1,
+..., of layer N). The first is the embedding output at its own width: ``embedding_size`` (RNN stacks, both
+sides of the RNN encoder-decoder, TextCNN), ``context_size * embedding_size`` for the NNLM's concatenated
+context, word vector plus character features with a character encoder. Layers give ``directions *
+hidden_size`` (the RNN encoder: ``memory_size``). Nothing is projected to make the widths agree.
+transformers' common tests assume every hidden state is ``config.hidden_size`` wide (its models project
+embeddings to the model width); the family's test configuration (:meth:`Family.tiny_config`: the tiny preset
+with ``tiny_overrides``) chooses sizes where that holds, as transformers' model testers choose their configs,
+and ``tests/conformance/test_conformance_hidden_widths.py`` checks both that and the rule for other widths.
 """
 
 from __future__ import annotations
@@ -87,6 +97,7 @@ class Family:
     hidden_states: OutputCounts
     attentions: OutputCounts = field(default=lambda config: {})
     capabilities: Capabilities = field(default_factory=Capabilities)
+    #: fields of the family's test configuration that differ from the tiny preset (see the module docstring)
     tiny_overrides: Mapping[str, Any] = field(default_factory=dict)
     #: config properties transformers' generic code reads, by these names (directly or via ``attribute_map``)
     common_properties: tuple[str, ...] = ("vocab_size", "hidden_size", "num_hidden_layers")
@@ -277,9 +288,24 @@ def sequence_inputs(config: Any, task: str, batch: int, length: int, generator: 
     return {**inputs, **task_labels(task, config, inputs, generator)}
 
 
+def char_ids_of(config: Any, input_ids: torch.LongTensor, generator: torch.Generator) -> torch.LongTensor:
+    """``(batch, time, char_max_word_length)`` character ids for ``input_ids``: a random spelling per token
+    id (the same token always has the same characters), 1 to ``char_max_word_length`` characters from
+    ``config.char_vocab`` (ids 2, 3, ...), right-padded with 0, as a tokenizer's ``char_input_ids`` are."""
+    longest = config.char_max_word_length
+    spellings = torch.randint(2, len(config.char_vocab) + 2, (config.vocab_size, longest), generator=generator)
+    lengths = torch.randint(1, longest + 1, (config.vocab_size, 1), generator=generator)
+    spellings = spellings.masked_fill(torch.arange(longest) >= lengths, 0)  # (V, L)
+    return spellings[input_ids]
+
+
 def tagger_inputs(config: Any, task: str, batch: int, length: int, generator: torch.Generator) -> dict:
-    """As :func:`sequence_inputs`; tags are ``O`` (0) or ``B-X`` (1), always a valid BIO sequence."""
+    """As :func:`sequence_inputs`; tags are ``O`` (0) or ``B-X`` (1), always a valid BIO sequence. With a
+    character encoder, ``char_input_ids`` too (:func:`char_ids_of`), as a caller may pass them for words the
+    vocabulary lacks, and must with ``inputs_embeds`` (characters cannot be read from word vectors)."""
     inputs = sequence_inputs(config, "AutoModel", batch, length, generator)
+    if getattr(config, "char_encoder", None):
+        inputs["char_input_ids"] = char_ids_of(config, inputs["input_ids"], generator)
     if task == "AutoModelForTokenClassification":
         inputs["labels"] = torch.randint(2, (batch, length), generator=generator)
     return inputs
@@ -310,5 +336,5 @@ def bert_inputs(config: Any, task: str, batch: int, length: int, generator: torc
 
 
 __all__ = ["Capabilities", "Family", "FIRST_REGULAR_ID", "LABEL_NAMES", "RECIPE_OPTIMIZERS", "RECIPE_SCHEDULES",
-           "RECIPE_TASK_KEYS", "bert_inputs", "merge_recipes", "parameter_count", "peak_learning_rate", "random_ids",
+           "RECIPE_TASK_KEYS", "bert_inputs", "char_ids_of", "merge_recipes", "parameter_count", "peak_learning_rate", "random_ids",
            "recipe_problems", "seq2seq_inputs", "sequence_inputs", "tagger_inputs", "task_labels"]

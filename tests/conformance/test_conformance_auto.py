@@ -54,7 +54,8 @@ def test_auto_model_loads_the_base_model_from_a_head_folder(case: HeadCase, tmp_
     not_in_head = set(base.state_dict()) - set(body.state_dict())  # e.g. BERT's pooler, absent from MLM heads
     assert set(info["missing_keys"]) <= not_in_head, info
     inputs = case.inputs(model.config, labels=False)
-    inputs = {k: v.flatten(0, 1) if v.dim() == 3 else v for k, v in inputs.items()}  # multiple choice: rows
+    if inputs["input_ids"].dim() == 3:  # multiple choice (batch, choices, time): one row per choice
+        inputs = {k: v.flatten(0, 1) for k, v in inputs.items()}
     with torch.no_grad():
         expected = body(**inputs, return_dict=True).last_hidden_state
         torch.testing.assert_close(base.eval()(**inputs).last_hidden_state, expected)

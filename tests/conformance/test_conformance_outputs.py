@@ -201,13 +201,17 @@ def test_inputs_embeds_give_the_result_of_their_ids(case: HeadCase):
     model = case.model()
     inputs = case.inputs(model.config, labels=False)
     ids = inputs.pop("input_ids")
-    tables = [b for name, b in model.named_buffers() if name.endswith("token_chars")]
-    if tables and getattr(model.config, "char_encoder", None):  # characters cannot come from embeddings
-        inputs["char_input_ids"] = tables[0][ids]  # (B, T, max_word_length): what the ids would look up
     with torch.no_grad():
         embeds = model.get_input_embeddings()(ids)
+        # the family's inputs without their ids, as transformers' test_inputs_embeds takes its tester's: they
+        # carry what else the model needs then (a character encoder's char_input_ids)
         torch.testing.assert_close(main_output(model(inputs_embeds=embeds, **inputs)),
                                    main_output(model(input_ids=ids, **inputs)))
+        tables = [b for name, b in model.named_buffers() if name.endswith("token_chars")]
+        if tables and getattr(model.config, "char_encoder", None):  # characters cannot come from embeddings:
+            alone = {k: v for k, v in inputs.items() if k != "char_input_ids"}  # the ids' own characters
+            torch.testing.assert_close(main_output(model(inputs_embeds=embeds, char_input_ids=tables[0][ids], **alone)),
+                                       main_output(model(input_ids=ids, **alone)))
 
 
 @pytest.mark.parametrize("case", cases("mask_with_holes"))
@@ -269,8 +273,10 @@ def test_right_padding_leaves_the_real_positions_of_a_row_unchanged(case: HeadCa
     length = inputs["input_ids"].shape[1]
     inputs["attention_mask"][0, -2:] = 0
     inputs["input_ids"][0, -2:] = model.config.pad_token_id
-    alone = {k: (v[:1, : length - 2] if k in ("input_ids", "attention_mask", "token_type_ids") else v[:1])
-             for k, v in inputs.items()}
+    if "char_input_ids" in inputs:  # a padding token has no characters
+        inputs["char_input_ids"][0, -2:] = 0
+    per_token = ("input_ids", "attention_mask", "token_type_ids", "char_input_ids")
+    alone = {k: (v[:1, : length - 2] if k in per_token else v[:1]) for k, v in inputs.items()}
     with torch.no_grad():
         padded, single = main_output(model(**inputs))[:1], main_output(model(**alone))
     if padded.dim() >= 2 and padded.shape[1] == length:  # per token: compare the real positions

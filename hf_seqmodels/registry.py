@@ -253,6 +253,7 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         make_inputs=sequence_inputs,
         hidden_states=lambda config: {"hidden_states": config.decoder_layers + 1},
         attentions=lambda config: {"attentions": config.decoder_layers},
+        tiny_overrides={"dropout": 0.0},  # trained without dropout noise, as transformers' causal-LM testers' models
         common_properties=("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"),
         capabilities=Capabilities(static_cache=True, inputs_embeds=True, sdpa=True, tied_embeddings=True),
         recipe=_VASWANI_LM, preset_recipes={"tiny": _TINY_LM, "gpt-1": _GPT_1, "nanogpt-cpu": _NANOGPT_CPU},

@@ -7,6 +7,7 @@
      is tokenised once into ``uint16`` token files (:func:`~hf_seqmodels.training.core.token_files.lm_token_streams`)
      in a fresh cache folder and memory-mapped; timed to the end of its first update;
    * **train_lm again**: the same command, a second run, which maps the cached token files;
+   * **train_lm stream**: the same command with ``--streaming`` (tokenised as it is read; no token files);
    * **run_clm** (reference): transformers' ``run_clm.py`` datasets path, written out here
      (``load_dataset("text")`` with line breaks kept, ``map`` of the tokenizer, ``map`` of ``group_texts`` into
      blocks of 64, Arrow cache files), timed to its grouped blocks, then **run_clm again** from its cache;
@@ -146,8 +147,9 @@ def write_lm_corpus(path: Path, megabytes: float, shared_data: Path, seed: int =
 
 
 def _train_lm_first_step(job: dict, queue: mp.Queue) -> None:
-    """``train_lm`` (token files, a tiny Transformer LM, one update) in a fresh process: puts the seconds from the
-    call to the end of the first update, the peak RSS of the process and that peak above the RSS after imports."""
+    """``train_lm`` (a tiny Transformer LM, one update) in a fresh process, from token files or, with
+    ``job["streaming"]``, streamed (validated on ``job["validation"]``): puts the seconds from the call to the end of
+    the first update, the peak RSS of the process and that peak above the RSS after imports."""
     from hf_seqmodels.training.lm import cli
     from hf_seqmodels.training.lm.trainer import LMTrainingLoop
 
@@ -161,11 +163,12 @@ def _train_lm_first_step(job: dict, queue: mp.Queue) -> None:
         return loss
 
     LMTrainingLoop.train_step = timed_step
+    streamed = ["--streaming", "--validation_file", job["validation"]] if job.get("streaming") else []
     start_rss, start = _rss_mb(), time.perf_counter()
     cli.main(["--train_file", job["corpus"], "--tokenizer_name", job["tokenizer"], "--cache_dir", job["cache_dir"],
               "--output_dir", job["output_dir"], "--model_family", "transformer_lm", "--preset", "tiny",
               "--block_size", "64", "--per_device_train_batch_size", "8", "--max_steps", "1", "--do_train",
-              "--eval_strategy", "no", "--save_strategy", "no", "--disable_tqdm", "--plot", "False"])
+              "--eval_strategy", "no", "--save_strategy", "no", "--disable_tqdm", "--plot", "False", *streamed])
     queue.put({"seconds": first_step[0] - start, "peak_mb": _peak_rss_mb(), "above_start_mb": _peak_rss_mb() - start_rss})
 
 
@@ -260,12 +263,17 @@ def data_preparation(args: argparse.Namespace, folder: Path) -> None:
     write_lm_corpus(corpus, args.megabytes, Path(args.shared_data), args.seed)
     train_tokenizer(corpus, folder / "tokenizer")
     megabytes = corpus.stat().st_size / 2**20
+    validation = folder / "validation.txt"  # the streamed run's validation text: the first 100 lines
+    with open(corpus, encoding="utf-8") as f:
+        validation.write_text("".join(itertools.islice(f, 100)), encoding="utf-8")
     print(f"{megabytes:.1f} MB of text (shuffled Tiny Shakespeare and WikiText-2 lines) and a BPE tokenizer in "
           f"{time.perf_counter() - start:.1f} s")
     job = {"corpus": str(corpus), "tokenizer": str(folder / "tokenizer"), "cache_dir": str(folder / "cache")}
     clm = {**job, "cache_dir": str(folder / "datasets_cache"), "block_size": 64}
     runs = {"train_lm": in_fresh_process(_train_lm_first_step, {**job, "output_dir": str(folder / "run1")}),
             "train_lm again": in_fresh_process(_train_lm_first_step, {**job, "output_dir": str(folder / "run2")}),
+            "train_lm stream": in_fresh_process(_train_lm_first_step, {
+                **job, "output_dir": str(folder / "run3"), "streaming": True, "validation": str(validation)}),
             "run_clm": in_fresh_process(_run_clm_prepare, clm),
             "run_clm again": in_fresh_process(_run_clm_prepare, clm)}
     ours = in_fresh_process(_prepare, {**job, "kind": "token files"})  # the cached files: their ids

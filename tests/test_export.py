@@ -1,5 +1,6 @@
 """Export of every family and head with torch.export and to ONNX, parity with eager mode at another batch
-size and length, greedy generation from the exported step graph, and the ``hf-seqmodels export`` command."""
+size and length, and the ``hf-seqmodels export`` command on saved LMs (forward pass and decoding graph; the
+generation of every generative head is checked in test_export_generation.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
 from hf_seqmodels.cli import main  # noqa: E402
-from hf_seqmodels.export import OnnxGenerator, export_generation, export_model  # noqa: E402
-from hf_seqmodels.models import RNNConfig, RNNForCausalLM  # noqa: E402
+from hf_seqmodels.export import OnnxGenerator, export_model  # noqa: E402
+from hf_seqmodels.models import NNLMConfig, NNLMForCausalLM, RNNConfig, RNNForCausalLM  # noqa: E402
 from hf_seqmodels.registry import FAMILY_DESCRIPTIONS  # noqa: E402
 
 HEADS = [pytest.param(family, head, id=f"{family.name}-{head.__name__}")
@@ -60,38 +61,39 @@ def test_recurrent_scan_matches_packed_padding(tmp_path):
     np.testing.assert_allclose(got[real], want.numpy()[real], atol=1e-5)
 
 
-@pytest.mark.parametrize("cell_type", ["lstm", "gru", "rnn_tanh"])
-def test_onnx_greedy_generation_equals_eager(cell_type, tmp_path):
-    """The recurrent LM's step graph reads the whole prompt in one call (a Scan) and then one token per call."""
-    torch.manual_seed(0)
-    model = RNNForCausalLM(RNNConfig.from_preset("tiny", cell_type=cell_type)).eval()
-    paths, equal = export_generation(model, tmp_path)
-    assert equal is True and set(paths) == {"decoder_with_past"}
-    prompt = torch.tensor([[7, 30, 12, 55]])
-    want = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=12, do_sample=False)
-    generator = OnnxGenerator(tmp_path)
-    assert generator.greedy(prompt.numpy(), max_new_tokens=12).tolist() == want.tolist()
-    beams = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=6, num_beams=3)
-    assert generator.beam_search(prompt.numpy(), num_beams=3, max_new_tokens=6).tolist() == beams.tolist()
-    with pytest.raises(ValueError, match="takes no mask"):  # no mask input: left padding would be read as tokens
-        generator.greedy(np.array([[0, 7, 30], [5, 6, 7]]), np.array([[0, 1, 1], [1, 1, 1]]))
-
-
 def test_onnx_generator_refuses_bad_input(tmp_path):
     with pytest.raises(ValueError, match="generation.json"):
         OnnxGenerator(tmp_path)
 
 
-def test_cli_exports_a_saved_folder(tmp_path, capsys):
-    model = RNNForCausalLM(RNNConfig.from_preset("tiny"))
+SAVED_LMS = {  # the LMs whose generation graphs came last: the NNLM's window of ids, the looped cell, characters
+    "nnlm": lambda: NNLMForCausalLM(NNLMConfig.from_preset("tiny")),
+    "peephole_lstm": lambda: RNNForCausalLM(RNNConfig.from_preset("tiny", cell_type="peephole_lstm")),
+    "char_encoder": lambda: RNNForCausalLM(RNNConfig.from_preset("tiny", char_encoder="lstm")),
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow if n == "char_encoder" else ())
+                                  for n in SAVED_LMS])
+def test_cli_exports_a_saved_folder(name, tmp_path, capsys):
+    """``hf-seqmodels export`` writes the forward pass and the decoding graph of a saved LM, and checks that
+    greedy decoding through it gives eager ``generate()``'s tokens."""
+    torch.manual_seed(0)
+    model = SAVED_LMS[name]()
     model.save_pretrained(tmp_path / "saved")
     assert main(["export", "--model", str(tmp_path / "saved"), "--format", "onnx", "--output",
                  str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / "model.onnx").is_file() and (tmp_path / "out" / "decoder_with_past.onnx").is_file()
-    assert "parity" in (tmp_path / "out" / "README.md").read_text().lower()
+    readme = (tmp_path / "out" / "README.md").read_text()
+    assert "parity" in readme.lower() and "eager `generate()`'s tokens: **yes**" in readme
     spec = json.loads((tmp_path / "out" / "generation.json").read_text())
     assert spec["kind"] == "decoder-only" and spec["graphs"] == {"step": "decoder_with_past.onnx"}
-    assert "Exported RNNForCausalLM" in capsys.readouterr().out
+    assert f"Exported {type(model).__name__}" in capsys.readouterr().out
+    prompt = torch.tensor([[7, 30, 12, 55], [0, 0, 9, 41]])  # the second row left-padded
+    mask = (torch.arange(4) >= torch.tensor([[0], [2]])).long()
+    want = model.generate(prompt, attention_mask=mask, max_new_tokens=8, do_sample=False)
+    got = OnnxGenerator(tmp_path / "out").greedy(prompt.numpy(), mask.numpy(), max_new_tokens=8)
+    assert got.tolist() == want.tolist()
 
 
 def test_cli_reports_a_folder_without_model(tmp_path, capsys):

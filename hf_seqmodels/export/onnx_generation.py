@@ -1,11 +1,12 @@
-"""Generation without torch: the decoding graphs of :mod:`.step_graphs` exported to ONNX, and greedy and beam
-search over them in numpy and onnxruntime (:class:`OnnxGenerator`).
+"""Generation without torch: the decoding graphs of :mod:`.step_graphs` exported to ONNX, and greedy search,
+sampling and beam search over them in numpy and onnxruntime (:class:`OnnxGenerator`).
 
 :func:`export_generation` writes the graphs (``encoder_model.onnx``, ``decoder_model.onnx``,
 ``decoder_with_past.onnx``, as the family needs them) and ``generation.json``, which names them and holds the
 special token ids; it checks that :meth:`OnnxGenerator.greedy` gives eager ``generate()``'s tokens. Supported:
-the recurrent LMs (fused cells), the Transformer LM, the Transformer encoder-decoder and the RNN
-encoder-decoder (fused cells, every attention wiring).
+every generative head of the package: the NNLM, the recurrent LMs (every cell type, with or without a
+character encoder), the Transformer LM, the Transformer encoder-decoder and the RNN encoder-decoder (every
+cell type and attention wiring).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import torch
 
 from .beam_search import BeamSearch, log_softmax
 from .recurrent_scan import scan_recurrent_stacks
+from .sampling import check_sampling, sample_tokens, warp_logits
 from .step_graphs import StepGraph, generation_graphs
 
 SPEC_FILE = "generation.json"
@@ -91,7 +93,7 @@ def export_generation(model: torch.nn.Module, output_dir: str | Path, validate: 
 
 
 class OnnxGenerator:
-    """Greedy and beam search over the graphs that :func:`export_generation` wrote in ``folder``: numpy and
+    """Greedy search, sampling and beam search over the graphs that :func:`export_generation` wrote in ``folder``: numpy and
     onnxruntime only (no torch, no package needed beside this file and :mod:`.step_graphs`' contract).
 
     The decoding state lives in one dict of batch-first arrays, the *pool*: the ``past.*`` state, the context
@@ -150,13 +152,9 @@ class OnnxGenerator:
             self._run("encoder", pool, input_ids)
             sequences = np.full((batch, 1), self.spec["decoder_start_token_id"], dtype=np.int64)
         else:
-            needs_mask = any("attention_mask" in names for names in self.input_names.values())
-            if not needs_mask and not mask.all():
-                raise ValueError("`attention_mask` has padding, but this model's step graph takes no mask: pass prompts "
-                                 "of one length (or one prompt at a time).")
             pool = {"attention_mask": mask}
-            for name, shape in self.spec.get("initial_state", {}).items():
-                pool[f"past.{name}"] = np.zeros((batch, *shape), dtype=np.float32)
+            for name, initial in self.spec.get("initial_state", {}).items():
+                pool[f"past.{name}"] = np.full((batch, *initial["shape"]), initial["fill"], dtype=initial["dtype"])
             sequences = input_ids
         role = "prefill" if "prefill" in self.sessions else "step"
         return self._run(role, pool, sequences), pool, sequences
@@ -189,13 +187,29 @@ class OnnxGenerator:
             ``decoder_start_token_id`` and the generated tokens (encoder-decoder); rows that produced ``<eos>``
             continue with ``pad_token_id``, and decoding stops when all have.
         """
+        return self._decode(input_ids, attention_mask, max_new_tokens, lambda logits: logits.argmax(-1))
+
+    def sample(self, input_ids: np.ndarray, attention_mask: np.ndarray | None = None, max_new_tokens: int = 20,
+               temperature: float = 1.0, top_k: int | None = 50, top_p: float = 1.0,
+               seed: int | None = None) -> np.ndarray:
+        """Multinomial sampling, as ``model.generate(do_sample=True, num_beams=1, temperature=..., top_k=...,
+        top_p=...)`` (the warpers of :mod:`.sampling`; defaults as ``GenerationConfig``'s). ``seed`` makes the
+        draws reproducible (numpy's generator: not torch's stream). Arguments and result as :meth:`greedy`."""
+        check_sampling(temperature, top_k, top_p)
+        rng = np.random.default_rng(seed)
+        return self._decode(input_ids, attention_mask, max_new_tokens,
+                            lambda logits: sample_tokens(warp_logits(logits, temperature, top_k, top_p), rng))
+
+    def _decode(self, input_ids, attention_mask, max_new_tokens: int, choose) -> np.ndarray:
+        """One token per row and step, ``choose(logits (B, V)) -> (B,)``, until every row has produced
+        ``<eos>`` or ``max_new_tokens`` (see :meth:`greedy`)."""
         self._check_length(max_new_tokens)
         logits, pool, sequences = self.start(input_ids, attention_mask)
         eos, pad = self.spec["eos_token_id"], self.spec["pad_token_id"]
         done = np.zeros(sequences.shape[0], dtype=bool)
         tokens = [sequences]
         for step in range(max_new_tokens):
-            next_token = np.where(done, pad, logits.argmax(-1))
+            next_token = np.where(done, pad, choose(logits))
             tokens.append(next_token[:, None])
             done |= np.isin(next_token, eos)
             if done.all() or step == max_new_tokens - 1:

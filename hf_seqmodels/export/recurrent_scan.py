@@ -6,8 +6,9 @@ padding have data-dependent sizes. While :func:`scan_recurrent_stacks` is active
 run the same equations as ``torch._higher_order_ops.scan`` over time instead (an ONNX ``Scan`` after export),
 on the fused module's own parameters, with the padding rule of the package: a padded step leaves the state
 untouched and outputs zeros (each direction skips the padded steps, as packing does). Only inference
-(``eval()``, no dropout) is traced this way; the per-layer path (``output_hidden_states``) and the looped
-peephole LSTM keep their own code.
+(``eval()``, no dropout) is traced this way; the per-layer path (``output_hidden_states``) keeps its own code.
+The peephole LSTM, which eager mode runs as a Python loop over time steps (unrolled to the example's length
+when traced), runs :func:`~hf_seqmodels.models.recurrent_cells.peephole_lstm_step` as the scan's step.
 """
 
 from __future__ import annotations
@@ -18,14 +19,19 @@ from collections.abc import Iterator
 import torch
 from torch._higher_order_ops.scan import scan
 
+from ..models.recurrent_cells import peephole_lstm_step
 from ..models.recurrent_stack import FUSED_CELL_TYPES, RecurrentStack
 
+#: the cell types whose stacks :func:`scan_recurrent_stacks` traces as a scan over time
+SCANNED_CELL_TYPES = (*FUSED_CELL_TYPES, "peephole_lstm")
 
-def _cell_step(cell_type: str, w_hh: torch.Tensor, b_hh: torch.Tensor | None):
+
+def _cell_step(cell_type: str, w_hh: torch.Tensor, b_hh: torch.Tensor | None, w_peephole: torch.Tensor | None = None):
     """The step ``(state, (gates_x, mask)) -> (new state, output)`` of one layer and direction.
 
     ``gates_x`` ``(B, G)`` is ``W_ih x_t + b_ih``; ``mask`` ``(B, 1)`` bool, False at padded steps; the state is
-    ``(h,)`` or ``(h, c)``, each ``(B, H)``. Gate order as torch stores it: LSTM ``i, f, g, o``, GRU ``r, z, n``.
+    ``(h,)`` or ``(h, c)``, each ``(B, H)``. Gate order as torch stores it: LSTM ``i, f, g, o``, GRU ``r, z, n``;
+    the peephole LSTM's as the LSTM's, with ``w_peephole`` ``(3H, H)`` its peephole matrices.
     """
     def recurrent(h):
         gates = h @ w_hh.T
@@ -34,7 +40,9 @@ def _cell_step(cell_type: str, w_hh: torch.Tensor, b_hh: torch.Tensor | None):
     def step(state, xs):
         gates_x, mask = xs
         h = state[0]
-        if cell_type == "lstm":
+        if cell_type == "peephole_lstm":
+            new = peephole_lstm_step(gates_x, h, state[1], w_hh, b_hh, w_peephole)
+        elif cell_type == "lstm":
             i, f, g, o = (gates_x + recurrent(h)).chunk(4, dim=-1)
             c = torch.sigmoid(f) * state[1] + torch.sigmoid(i) * torch.tanh(g)
             new = (torch.sigmoid(o) * torch.tanh(c), c)
@@ -65,7 +73,8 @@ def _run_direction(rnn, cell_type, layer: int, reverse: bool, inputs, state, mas
     xs = (gates_x.transpose(0, 1), mask.transpose(0, 1).unsqueeze(-1))  # (T, B, G), (T, B, 1)
     if reverse:
         xs = tuple(x.flip(0) for x in xs)
-    final, outputs = scan(_cell_step(cell_type, w_hh, b_hh), tuple(state), xs)  # outputs (T, B, H)
+    w_peephole = getattr(rnn, "weight_peephole" + suffix, None)  # (3H, H): the peephole LSTM's only
+    final, outputs = scan(_cell_step(cell_type, w_hh, b_hh, w_peephole), tuple(state), xs)  # outputs (T, B, H)
     if reverse:
         outputs = outputs.flip(0)
     return outputs.transpose(0, 1), tuple(final)
@@ -73,7 +82,7 @@ def _run_direction(rnn, cell_type, layer: int, reverse: bool, inputs, state, mas
 
 def scan_stack(stack: RecurrentStack, inputs: torch.Tensor, torch_state: tuple[torch.Tensor, ...],
                mask: torch.Tensor | None) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-    """The fused stack over ``inputs`` ``(B, T, I)`` from ``torch_state`` (tensors ``(L * D, B, H)``), with
+    """The stack over ``inputs`` ``(B, T, I)`` from ``torch_state`` (tensors ``(L * D, B, H)``), with
     ``mask`` ``(B, T)`` (None: no padding). Returns outputs ``(B, T, D * H)`` and the final state in the same
     layout as ``torch_state``: the results of ``RecurrentStack._run_module`` on ``stack.rnn``."""
     if mask is None:
@@ -95,11 +104,12 @@ def scan_stack(stack: RecurrentStack, inputs: torch.Tensor, torch_state: tuple[t
 
 @contextlib.contextmanager
 def scan_recurrent_stacks() -> Iterator[None]:
-    """Within the block, every fused :class:`RecurrentStack` in eval mode runs through :func:`scan_stack`."""
+    """Within the block, every :class:`RecurrentStack` of a cell in ``SCANNED_CELL_TYPES`` in eval mode runs
+    through :func:`scan_stack`."""
     original = RecurrentStack._run_module
 
     def run_module(self, rnn, inputs, torch_state, mask):
-        if rnn is not self.rnn or self.cell_type not in FUSED_CELL_TYPES or self.training:
+        if rnn is not self.rnn or self.cell_type not in SCANNED_CELL_TYPES or self.training:
             return original(self, rnn, inputs, torch_state, mask)
         state = torch_state if isinstance(torch_state, tuple) else (torch_state,)
         return scan_stack(self, inputs, state, mask)

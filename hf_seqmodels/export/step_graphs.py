@@ -12,8 +12,12 @@ Every graph follows one naming contract, which :class:`~hf_seqmodels.export.Onnx
 
 Per family (``L`` layers, ``H`` heads, ``d`` head size, ``S`` source length, ``P`` cached positions):
 
-* recurrent LM: ``step`` only, ``(input_ids (B, T), past.0 [, past.1]) -> logits (B, T, V), present.*``, the
-  state ``(B, L, hidden)``, from zeros; the prompt is read by one call (the recurrence is a ``Scan``).
+* recurrent LM and NNLM: ``step`` only, ``(input_ids (B, T), attention_mask (B, P + T), past.0 [, past.1]) ->
+  logits (B, T, V), present.*``; the prompt is read by one call (the recurrence is a ``Scan``). The state is
+  ``(B, L, hidden)`` from zeros for the RNN, LSTM (``(h, c)``), GRU and peephole LSTM, with or without a
+  character encoder; for the NNLM the window of the last ``n - 1`` token ids ``(B, n - 1)`` (int64), from
+  ``n - 1`` copies of the pad id. ``generation.json``'s ``initial_state`` gives each state tensor's shape
+  after the batch axis, dtype and fill value.
 * Transformer LM: ``prefill`` ``(input_ids, attention_mask) -> logits, present.<i>.key/value (B, H, T, d)``,
   ``step`` the same from ``past.<i>.key/value (B, H, P, d)`` with ``input_ids (B, 1)``.
 * Transformer encoder-decoder: ``encoder`` ``(input_ids, attention_mask) -> encoder_hidden_states``;
@@ -68,18 +72,21 @@ def _pairs(flat: tuple[torch.Tensor, ...]) -> list[tuple[torch.Tensor, torch.Ten
 
 
 class RecurrentLMStep(nn.Module):
-    """``(input_ids (B, T), *state) -> (logits (B, T, V), *new state)`` of a recurrent causal LM."""
+    """``(input_ids (B, T), attention_mask (B, P + T), *state) -> (logits (B, T, V), *new state)`` of a causal LM
+    whose cache is a :class:`RecurrentState` (the RNN LMs, the NNLM); padded tokens leave the state as it was."""
 
     def __init__(self, model: nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids: torch.Tensor, *state: torch.Tensor):
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *state: torch.Tensor):
         from ..models.cache_naming import cache_field
         from ..models.state_cache import RecurrentState
 
-        out = self.model(input_ids=input_ids, **cache_field(RecurrentState(state, 1)), use_cache=True,
-                         return_dict=True)
+        time = input_ids.shape[1]
+        mask = attention_mask.narrow(1, attention_mask.shape[1] - time, time)  # (B, T): no guard relating P to T
+        out = self.model(input_ids=input_ids, attention_mask=mask, **cache_field(RecurrentState(state, 1)),
+                         use_cache=True, return_dict=True)
         return (out.logits, *_cache_of(out).tensors)
 
 
@@ -200,15 +207,28 @@ def _source_vocab(config) -> int:
     return config.source_vocab_size if getattr(config, "source_vocab_size", None) else config.vocab_size
 
 
+def initial_recurrent_state(model: nn.Module, batch_size: int) -> tuple[torch.Tensor, ...]:
+    """The state a recurrent causal LM starts from, ``batch_size`` rows: the NNLM's window of pad ids
+    ``(B, n - 1)``, the RNN LMs' zeros ``(B, L, hidden)`` (two tensors for the LSTMs)."""
+    from ..models import NNLMForCausalLM
+
+    if isinstance(model, NNLMForCausalLM):
+        return (model.initial_context(batch_size, model.device),)
+    return model.model.encoder.initial_state(batch_size, model.lm_head.weight)
+
+
 def recurrent_lm_graphs(model: nn.Module) -> tuple[list[StepGraph], dict]:
-    """The one graph of a recurrent LM and the zero initial state's shapes (``extra`` of the spec)."""
-    probe = model(input_ids=_ids(2, 1, model.config.vocab_size), use_cache=True, return_dict=True)
-    state = [torch.zeros_like(t) for t in _cache_of(probe).tensors]  # (B, L, H) each
+    """The one graph of a recurrent LM or the NNLM and its initial state (``extra`` of the spec:
+    ``{"initial_state": {name: {"shape", "dtype", "fill"}}}``, the shape without the batch axis)."""
+    state = tuple(s.clone() for s in initial_recurrent_state(model, 2))  # distinct tensors: distinct inputs
     names = [str(i) for i in range(len(state))]
-    inputs = {"input_ids": _ids(2, 3, model.config.vocab_size), **{f"past.{n}": s for n, s in zip(names, state, strict=True)}}
+    inputs = {"input_ids": _ids(2, 3, model.config.vocab_size), "attention_mask": torch.ones(2, 5, dtype=torch.long),
+              **{f"past.{n}": s for n, s in zip(names, state, strict=True)}}
     graph = StepGraph("step", RecurrentLMStep(model), inputs, ["logits", *(f"present.{n}" for n in names)],
-                      {f"past.{n}": (1, 2) for n in names})
-    return [graph], {"initial_state": {n: list(s.shape[1:]) for n, s in zip(names, state, strict=True)}}
+                      {f"past.{n}": tuple(range(1, s.dim())) for n, s in zip(names, state, strict=True)})
+    initial = {n: {"shape": list(s.shape[1:]), "dtype": str(s.dtype).removeprefix("torch."),
+                   "fill": s.flatten()[0].item()} for n, s in zip(names, state, strict=True)}
+    return [graph], {"initial_state": initial}
 
 
 def transformer_lm_graphs(model: nn.Module) -> tuple[list[StepGraph], dict]:
@@ -279,27 +299,26 @@ def rnn_seq2seq_graphs(model: nn.Module) -> tuple[list[StepGraph], dict]:
 
 
 def generation_graphs(model: nn.Module) -> tuple[str, list[StepGraph], dict] | None:
-    """``(kind, graphs, extra spec fields)`` for a generative head, None for the heads without them (the NNLM,
-    the recurrent LMs with a looped cell or a character encoder, non-generative heads)."""
+    """``(kind, graphs, extra spec fields)`` for a generative head (every cell type, character encoder and
+    attention of the package), None for the heads that do not generate. A generative head of a class this
+    function does not know is a ValueError, never a silent export without generation."""
     from ..models import (
+        NNLMForCausalLM,
         RNNForCausalLM,
         RNNSeq2SeqForConditionalGeneration,
         TransformerForCausalLM,
         TransformerForConditionalGeneration,
     )
-    from ..models.recurrent_stack import FUSED_CELL_TYPES
 
-    if isinstance(model, RNNForCausalLM):
-        if model.config.cell_type not in FUSED_CELL_TYPES or getattr(model.config, "char_encoder", None):
-            return None
+    if isinstance(model, (RNNForCausalLM, NNLMForCausalLM)):
         return ("decoder-only", *recurrent_lm_graphs(model))
     if isinstance(model, TransformerForCausalLM):
         return ("decoder-only", *transformer_lm_graphs(model))
     if isinstance(model, TransformerForConditionalGeneration):
         return ("encoder-decoder", *transformer_seq2seq_graphs(model))
     if isinstance(model, RNNSeq2SeqForConditionalGeneration):
-        cells = {model.config.encoder_cell_type, model.config.decoder_cell_type}
-        if not cells <= set(FUSED_CELL_TYPES):
-            return None
         return ("encoder-decoder", *rnn_seq2seq_graphs(model))
+    if model.can_generate():
+        raise ValueError(f"{type(model).__name__} generates, but has no decoding graphs to export: add them in "
+                         "hf_seqmodels/export/step_graphs.py.")
     return None

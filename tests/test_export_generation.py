@@ -105,6 +105,16 @@ def test_every_generative_head_has_variants():
     assert CORE | {"rnn-char_encoder=lstm", "rnn_seq2seq-luong-general", "transformer_lm-nanogpt-cpu"} <= set(VARIANTS)
 
 
+def test_a_generative_head_without_graphs_is_refused(tmp_path):
+    """A model that generates but whose decoding graphs the package does not know is an error, not an export
+    that silently leaves generation out."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_positions=8, n_embd=8, n_layer=1, n_head=2))
+    with pytest.raises(ValueError, match="GPT2LMHeadModel generates, but has no decoding graphs"):
+        export_generation(model, tmp_path)
+
+
 def _inputs(model, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Ids ``(3, 6)`` and a mask with padding: on the left of LM prompts, on the right of sources."""
     ids = torch.randint(4, VOCAB, (3, 6), generator=torch.Generator().manual_seed(seed))

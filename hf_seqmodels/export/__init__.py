@@ -2,9 +2,9 @@
 onnxruntime from exported decoding steps.
 
 :func:`export_model` exports any head (``hf-seqmodels export`` on the command line); :class:`OnnxGenerator`
-runs greedy and beam search, equal to eager ``generate()``, over the decoding graphs that
-:func:`export_generation` writes (:mod:`.step_graphs`) for the recurrent LMs, the Transformer LM and the
-Transformer and RNN encoder-decoders.
+runs greedy and beam search, equal to eager ``generate()``, and sampling over the decoding graphs that
+:func:`export_generation` writes (:mod:`.step_graphs`) for every generative head: the NNLM, the recurrent LMs,
+the Transformer LM and the Transformer and RNN encoder-decoders.
 """
 
 from .exporting import FORMATS, ExportResult, export_model

@@ -34,6 +34,7 @@ def _usage(result) -> list[str]:
                   'generator = OnnxGenerator(".")',
                   "tokens = generator.greedy(input_ids, attention_mask, max_new_tokens=20)  # numpy (batch, length)",
                   "best = generator.beam_search(input_ids, attention_mask, num_beams=4, max_new_tokens=20)",
+                  "drawn = generator.sample(input_ids, attention_mask, top_k=50, top_p=0.9, seed=0)",
                   "```", ""]
     return lines
 

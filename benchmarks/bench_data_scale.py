@@ -33,7 +33,7 @@
    per million pairs / per MB of text that scale the preparation.
 
     python -m benchmarks.bench_data_scale --megabytes 100
-    python -m benchmarks.bench_data_scale --megabytes 1024 --skip_mask   # 1 GB of text
+    python -m benchmarks.bench_data_scale --megabytes 1024 --skip_mask --concurrent   # 1 GB of text
     python -m benchmarks.bench_data_scale --megabytes 5 --seq_len 4096   # quick
     python -m benchmarks.bench_data_scale --seq2seq_pairs 2900000        # WMT-size pairs
     python -m benchmarks.bench_data_scale --bert_megabytes 250
@@ -254,6 +254,29 @@ def in_fresh_process(target, job: dict) -> dict:
     return result
 
 
+def in_fresh_processes(calls: dict[str, tuple]) -> dict[str, dict]:
+    """``{name: (target, job)}`` each run at the same time in a fresh process: ``{name: result}``."""
+    context = mp.get_context("spawn")
+    started = {}
+    for name, (target, job) in calls.items():
+        queue = context.Queue()
+        process = context.Process(target=target, args=(job, queue))
+        process.start()
+        started[name] = (process, queue, target, job)
+    results = {}
+    while len(results) < len(started):
+        for name, (process, queue, target, job) in started.items():
+            if name in results:
+                continue
+            try:
+                results[name] = queue.get(timeout=1.0)
+                process.join()
+            except Exception:  # queue.Empty
+                if not process.is_alive():
+                    raise SystemExit(f"{target.__name__}({job}) failed with exit code {process.exitcode}") from None
+    return results
+
+
 def data_preparation(args: argparse.Namespace, folder: Path) -> None:
     """The language model's data path at ``--megabytes`` MB of real text: ``train_lm`` to its first update, cold and
     from the cache, against transformers' ``run_clm.py`` datasets path, cold and from its cache; the token files'
@@ -270,11 +293,17 @@ def data_preparation(args: argparse.Namespace, folder: Path) -> None:
           f"{time.perf_counter() - start:.1f} s")
     job = {"corpus": str(corpus), "tokenizer": str(folder / "tokenizer"), "cache_dir": str(folder / "cache")}
     clm = {**job, "cache_dir": str(folder / "datasets_cache"), "block_size": 64}
-    runs = {"train_lm": in_fresh_process(_train_lm_first_step, {**job, "output_dir": str(folder / "run1")}),
+    cold = {"train_lm": (_train_lm_first_step, {**job, "output_dir": str(folder / "run1")}),
+            "run_clm": (_run_clm_prepare, clm)}
+    if args.concurrent:  # both cold preparations at once: the same load on a shared machine, half the wall time
+        runs = in_fresh_processes(cold)
+    else:
+        runs = {name: in_fresh_process(target, cold_job) for name, (target, cold_job) in cold.items()}
+    runs = {"train_lm": runs["train_lm"],
             "train_lm again": in_fresh_process(_train_lm_first_step, {**job, "output_dir": str(folder / "run2")}),
             "train_lm stream": in_fresh_process(_train_lm_first_step, {
                 **job, "output_dir": str(folder / "run3"), "streaming": True, "validation": str(validation)}),
-            "run_clm": in_fresh_process(_run_clm_prepare, clm),
+            "run_clm": runs["run_clm"],
             "run_clm again": in_fresh_process(_run_clm_prepare, clm)}
     ours = in_fresh_process(_prepare, {**job, "kind": "token files"})  # the cached files: their ids
     if megabytes <= args.in_ram_max_mb:
@@ -500,6 +529,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="folder with tinyshakespeare/ and wikitext2-heldout/ (the LM text is made of their lines)")
     parser.add_argument("--in_ram_max_mb", type=float, default=200.0,
                         help="compare with the in-RAM tokenisation (about 16 bytes of RAM per byte) up to this size")
+    parser.add_argument("--concurrent", action="store_true",
+                        help="run the two cold preparations (train_lm, run_clm) at the same time")
     parser.add_argument("--tmp_dir", help="folder of the temporary files (default: the system's)")
     parser.add_argument("--skip_data", action="store_true", help="only the causal forward")
     parser.add_argument("--skip_mask", action="store_true", help="only the data path")

@@ -456,12 +456,38 @@ def test_a_chunk_reads_only_its_raw_words():
     trainer = Word2VecTrainer(vocab, Word2VecConfig(vector_size=4, window=3, sample=0.0, chunk_words=10))
     for index in range(10):
         chunk = trainer._chunk(corpus, 10 * index, 10 * index + 10, seed=(0, index))
-        assert chunk.targets.tolist() == list(range(10 * index, 10 * index + 10))
-        centres = chunk.targets.unsqueeze(1).expand_as(chunk.contexts)[chunk.mask]
-        contexts = chunk.contexts[chunk.mask]
+        assert sorted(chunk.targets.tolist()) == list(range(10 * index, 10 * index + 10))
+        batch = chunk.batch(0)
+        centres = batch["targets"].unsqueeze(1).expand_as(batch["contexts"])[batch["mask"]]
+        contexts = batch["contexts"][batch["mask"]]
         assert (contexts // 10 == index).all() and (contexts != centres).all()
         assert ((contexts - centres).abs() <= 3).all()
         assert chunk.raw_done[-1] == 10 * index + 10
+
+
+def test_a_batch_holds_centres_of_alike_context_counts_real_slots_first():
+    """Centres are sorted by their number of context words within a window of ``sort_batches`` batches, so a
+    batch pads its slots only to its own widest centre; each centre's real context words come first, and
+    every (centre, context) pair of the windows is still there once."""
+    rng = np.random.default_rng(0)
+    sentences = [[f"w{i}" for i in rng.integers(0, 30, size=rng.integers(2, 12))] for _ in range(60)]
+    vocab = Vocabulary.from_sentences(sentences, min_count=1)
+    corpus = vocab.encode_sentences(sentences)
+    pairs_of = {}
+    for sort_batches in (1, 8):
+        config = Word2VecConfig(vector_size=4, window=4, sample=0.0, batch_words=16, sort_batches=sort_batches)
+        chunk = Word2VecTrainer(vocab, config)._chunk(corpus, 0, len(corpus.ids), seed=(0, 0))
+        pairs, widths = [], []
+        for b in range(len(chunk.raw_done)):
+            batch = chunk.batch(b)
+            mask = batch["mask"]
+            assert mask.any(1).all() and (mask.cummin(1).values == mask).all()  # real slots first
+            widths.append(mask.shape[1] * len(mask))
+            centres = batch["targets"].unsqueeze(1).expand_as(mask)[mask]
+            pairs += list(zip(centres.tolist(), batch["contexts"][mask].tolist(), strict=True))
+        pairs_of[sort_batches] = (sorted(pairs), sum(widths))
+    assert pairs_of[1][0] == pairs_of[8][0]
+    assert pairs_of[8][1] < pairs_of[1][1]  # fewer padded slots
 
 
 def test_worker_threads_train_and_leave_torch_threads_as_they_were(topic_corpus):

@@ -104,6 +104,7 @@ class Word2VecConfig(PresetMixin):
     batch_words: int = 512
     max_node_hits: int = 64
     chunk_words: int = 16384
+    sort_batches: int = 4
     workers: int = 1
     seed: int = 0
 
@@ -111,7 +112,7 @@ class Word2VecConfig(PresetMixin):
         check_choice("architecture", self.architecture, ARCHITECTURES)
         check_choice("loss", self.loss, LOSSES)
         check_choice("subsampling_formula", self.subsampling_formula, SUBSAMPLING_FORMULAS)
-        for name in ("vector_size", "window", "epochs", "batch_words", "max_node_hits", "chunk_words", "workers"):
+        for name in ("vector_size", "window", "epochs", "batch_words", "max_node_hits", "chunk_words", "sort_batches", "workers"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise invalid(name, value, "an integer >= 1")
@@ -162,26 +163,31 @@ def alias_table(probabilities: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 @dataclass
 class Chunk:
-    """The centre words of one chunk that have at least one context word, in corpus order.
+    """The centre words of one chunk that have at least one context word, grouped into batches.
 
-    ``contexts (C, S)`` the words around each centre (``S = 2 * window`` slots, ``mask (C, S)`` marks the
-    real ones), ``targets (C,)`` the centres, ``negatives (C, K)`` their noise words (negative sampling);
-    ``raw_done (B,)`` raw words of the epoch read at the end of each batch of ``batch_words`` centres.
+    ``contexts (C, S)`` the words around each centre, the real ones first (``S <= 2 * window`` slots, ``counts
+    (C,)`` real ones per centre), ``targets (C,)`` the centres, ``negatives (C, K)`` their noise words (negative
+    sampling); ``raw_done (B,)`` raw words of the epoch read at the end of each batch of ``batch_words``
+    centres. Within a sorting window of batches, centres are ordered by their number of context words (then
+    by Huffman path length), so that each batch pads its slots to a near-uniform width.
     """
 
     contexts: torch.Tensor
-    mask: torch.Tensor
+    counts: np.ndarray
     targets: torch.Tensor
     raw_done: np.ndarray
-    slots: torch.Tensor  # (I,) flat indices of mask's real entries
-    slot_starts: np.ndarray  # (B+1,) the first slot of each batch
+    batch_words: int
     negatives: torch.Tensor | None = None
 
-    def batch(self, b: int, size: int) -> dict[str, Any]:
-        """The arguments of :meth:`Word2VecTrainer.update` for the ``b``-th batch of ``size`` centres."""
-        rows = slice(b * size, (b + 1) * size)
-        slots = self.slots[self.slot_starts[b]:self.slot_starts[b + 1]] - b * size * self.mask.shape[1]
-        return dict(contexts=self.contexts[rows], mask=self.mask[rows], targets=self.targets[rows], slots=slots,
+    def batch(self, b: int) -> dict[str, Any]:
+        """The arguments of :meth:`Word2VecTrainer.update` for the ``b``-th batch, its slots trimmed to the
+        batch's most context words."""
+        rows = slice(b * self.batch_words, (b + 1) * self.batch_words)
+        counts = self.counts[rows]
+        width = int(counts.max())
+        mask = np.arange(width)[None, :] < counts[:, None]  # (B, S_b) the real slots come first
+        return dict(contexts=self.contexts[rows, :width], mask=torch.from_numpy(mask), targets=self.targets[rows],
+                    slots=torch.from_numpy(np.flatnonzero(mask)),
                     negatives=None if self.negatives is None else self.negatives[rows])
 
 
@@ -203,6 +209,7 @@ class Word2VecTrainer:
             nodes, codes, mask = build_huffman_tree(vocab.counts).padded()  # (V, L) each
             self.path_nodes, self.path_labels, self.path_mask = nodes, 1.0 - codes, mask  # labels 1 - d_j
             self.path_lengths = mask.sum(1).long()  # (V,)
+            self.path_lengths_np = self.path_lengths.numpy()
         self.keep_probabilities = vocab.keep_probabilities(config.sample, config.subsampling_formula).astype(np.float32)
 
     # ------------------------------------------------------------------------------------------
@@ -229,7 +236,7 @@ class Word2VecTrainer:
         finally:
             torch.set_num_threads(threads)
             bar.close()
-        return self.word_vectors()
+        return self.word_vectors(copy=False)
 
     def _train_epoch(self, corpus: EncodedCorpus, epoch: int, pool: ThreadPoolExecutor | None, bar: tqdm) -> None:
         """Train the chunks of ``chunk_words`` raw words of one epoch (in ``pool``'s threads when given)."""
@@ -241,8 +248,8 @@ class Word2VecTrainer:
             loss = 0.0
             for b, raw_done in enumerate(chunk.raw_done):
                 lr = self._learning_rate((epoch * size + raw_done) / (size * cfg.epochs))
-                loss += self.update(lr=lr, **chunk.batch(b, cfg.batch_words))
-            return loss, int(chunk.mask.sum()) if cfg.architecture == "skipgram" else len(chunk.targets), end
+                loss += self.update(lr=lr, **chunk.batch(b))
+            return loss, int(chunk.counts.sum()) if cfg.architecture == "skipgram" else len(chunk.targets), end
 
         indices = range(-(-size // cfg.chunk_words))
         loss_sum, loss_count, done = 0.0, 0, 0
@@ -253,10 +260,12 @@ class Word2VecTrainer:
             bar.set_postfix(loss=f"{loss_sum / max(loss_count, 1):.4f}", refresh=False)
         logger.info("word2vec epoch %d: mean loss %.4f per prediction", epoch + 1, loss_sum / max(loss_count, 1))
 
-    def word_vectors(self) -> WordVectors:
+    def word_vectors(self, copy: bool = True) -> WordVectors:
+        """The input vectors as :class:`WordVectors`; ``copy=False`` shares the trainer's matrix (as gensim's
+        ``wv.vectors`` is its model's), so that training's end allocates nothing."""
         metadata = {"method": "word2vec", **dataclasses.asdict(self.config),
                     "lowercase": self.vocab.lowercase, "tokenizer": self.vocab.tokenizer}
-        return WordVectors(self.vocab.words, self.input_vectors.clone(), counts=self.vocab.counts.tolist(),
+        return WordVectors(self.vocab.words, self.input_vectors.clone() if copy else self.input_vectors, counts=self.vocab.counts.tolist(),
                            metadata=metadata)
 
     def _learning_rate(self, fraction_done: float) -> float:
@@ -277,28 +286,37 @@ class Word2VecTrainer:
         keep = rng.random(end - start, dtype=np.float32) < self.keep_probabilities[corpus.ids[start:end]]
         kept = start + np.flatnonzero(keep)  # (K,) raw positions of the kept words
         ids, sent = corpus.ids[kept], np.searchsorted(corpus.offsets, kept, side="right")  # (K,) word, sentence
-        centres = np.arange(len(ids))
+        centres = np.arange(len(ids), dtype=np.int32)
         reach = rng.integers(1, w + 1, size=len(centres), dtype=np.int32)  # R ~ U{1..window}, per centre
         offsets = np.concatenate([np.arange(-w, 0), np.arange(1, w + 1)]).astype(np.int32)  # (S,)
-        positions = np.clip(centres[:, None] + offsets[None, :], 0, len(ids) - 1)  # (C, S)
+        positions = np.clip(centres[:, None] + offsets[None, :], 0, max(len(ids) - 1, 0))  # (C, S)
         # in the window (a position clipped to the corpus ends lies outside it) and in the centre's sentence
         mask = ((positions - centres[:, None] == offsets[None, :]) & (np.abs(offsets)[None, :] <= reach[:, None])
                 & (sent[positions] == sent[centres][:, None]))
-        has_context = np.flatnonzero(mask.any(1))  # word2vec.c skips a centre with no context word
-        centres, mask = centres[has_context], mask[has_context]
-        batch_ends = np.minimum(np.arange(cfg.batch_words, len(centres) + cfg.batch_words, cfg.batch_words),
-                                len(centres))
-        raw_done = kept[centres[batch_ends - 1]] + 1 if len(centres) else np.zeros(0, dtype=np.int64)
+        counts = mask.sum(1)
+        order = self._batch_order(np.flatnonzero(counts), counts, ids)  # word2vec.c skips a centre with no context
+        centres, mask, positions, counts = order, mask[order], positions[order], counts[order]
+        real_first = np.argsort(~mask, axis=1, kind="stable")[:, :max(int(counts.max(initial=0)), 1)]  # (C, S')
+        batch_starts = np.arange(0, len(centres), cfg.batch_words)
+        raw_done = (np.maximum.reduceat(kept[centres], batch_starts) + 1 if len(centres)
+                    else np.zeros(0, dtype=np.int64))
         targets = torch.from_numpy(ids[centres])
         negatives = None
         if cfg.loss == "negative_sampling":
             generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
             negatives = self.sampler.sample((len(targets), cfg.negative), generator)  # (C, K) for the whole chunk
-        slots = np.flatnonzero(mask)  # (I,) row-major: grouped by centre
-        slot_starts = np.searchsorted(slots, np.concatenate([[0], batch_ends]) * mask.shape[1])
-        return Chunk(contexts=torch.from_numpy(ids[positions[has_context]]),
-                     mask=torch.from_numpy(mask), targets=targets, raw_done=raw_done, slots=torch.from_numpy(slots),
-                     slot_starts=slot_starts, negatives=negatives)
+        contexts = torch.from_numpy(ids[np.take_along_axis(positions, real_first, 1)])
+        return Chunk(contexts=contexts, counts=counts, targets=targets, raw_done=raw_done,
+                     batch_words=cfg.batch_words, negatives=negatives)
+
+    def _batch_order(self, centres: np.ndarray, counts: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """``centres (C,)`` reordered within each window of ``sort_batches`` batches by their number of context
+        words (``counts``), then by the length of their Huffman path (hierarchical softmax), so that a batch's
+        slots and paths pad to near-uniform widths. The centres of a batch update together, so only which
+        centres share a batch changes, and only within the window."""
+        window = np.arange(len(centres)) // (self.config.batch_words * self.config.sort_batches)
+        depth = self.path_lengths_np[ids[centres]] if self.config.loss == "hierarchical_softmax" else 0
+        return centres[np.lexsort((depth * np.ones_like(centres), counts[centres], window))]
 
     # ------------------------------------------------------------------------------------------
     # One batch: gather, score, update
@@ -313,15 +331,15 @@ class Word2VecTrainer:
         ``slots (I,)`` the flat indices of ``mask``'s real entries (found here when None).
         Skip-gram: each real context word predicts its centre; CBOW: their mean does.
         """
-        if slots is None:
-            slots = mask.flatten().nonzero().squeeze(1)  # (I,)
-        inputs = contexts.flatten().index_select(0, slots)  # (I,) the real context words
         rows, labels, valid = self._output_rows(targets, negatives)  # (B, T) each
         u = self.output_vectors.index_select(0, rows.flatten()).view(*rows.shape, -1)  # (B, T, D)
         if self.config.architecture == "skipgram":
             h = self.input_vectors.index_select(0, contexts.flatten()).view(*contexts.shape, -1)  # (B, S, D)
             examples = mask.to(h.dtype)  # (B, S) each real context word is one example
         else:
+            if slots is None:
+                slots = mask.flatten().nonzero().squeeze(1)  # (I,)
+            inputs = contexts.flatten().index_select(0, slots)  # (I,) the real context words
             counts = mask.sum(1)  # (B,) context words per centre
             h = F.embedding_bag(inputs, self.input_vectors, counts.cumsum(0) - counts, mode="mean").unsqueeze(1)
             examples = h.new_ones(len(h), 1)  # (B, 1) one example per centre, the mean of its context
@@ -331,19 +349,22 @@ class Word2VecTrainer:
         g = torch.sigmoid(logits).neg_().add_(labels.unsqueeze(1)).mul_(live).mul_(lr)  # word2vec.c's g
         if self.config.loss == "hierarchical_softmax":
             g.mul_(logits.abs() < MAX_EXP)  # no step on a node scored beyond ±MAX_EXP
-        grad_h = torch.bmm(g, u)  # (B, S', D) e = sum g u
+        del logits, live
+        grad_h = torch.bmm(g, u)  # (B, S', D) e = sum g u; zero on padded slots (their g is 0)
+        del u  # each temporary goes as soon as it is used: the batch's peak memory is about three of them
         if self.config.architecture == "skipgram":
             grad_u = torch.bmm(g.transpose(1, 2), h)  # (B, T, D) sum over the examples of g h
         else:
             grad_u = g.transpose(1, 2) * h  # (B, T, D) g h: one example, an outer product
+        del h
         if self.config.loss == "hierarchical_softmax":
             grad_u.mul_(self._node_cap(rows, valid * examples.sum(1, keepdim=True)).unsqueeze(2))
         self.output_vectors.index_add_(0, rows.flatten(), grad_u.flatten(0, 1))
-        if self.config.architecture == "skipgram":
-            grad_inputs = grad_h.flatten(0, 1).index_select(0, slots)  # (I, D)
+        del grad_u
+        if self.config.architecture == "skipgram":  # padded slots add zero rows
+            self.input_vectors.index_add_(0, contexts.flatten(), grad_h.flatten(0, 1))
         else:  # word2vec.c: the mean's error goes to each context word undivided
-            grad_inputs = grad_h.squeeze(1).index_select(0, slots // contexts.shape[1])  # (I, D)
-        self.input_vectors.index_add_(0, inputs, grad_inputs)
+            self.input_vectors.index_add_(0, inputs, grad_h.squeeze(1).index_select(0, slots // contexts.shape[1]))
         return -loss
 
     def _output_rows(self, targets: torch.Tensor, negatives: torch.Tensor | None

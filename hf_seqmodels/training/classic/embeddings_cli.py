@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     w2v.add_argument("--subsampling_formula", choices=SUBSAMPLING_FORMULAS, default="paper",
                      help="paper: keep sqrt(t/f); word2vec_c (as gensim): keep sqrt(t/f) + t/f")
     glove = p.add_argument_group("glove")
-    glove.add_argument("--x_max", type=float, default=100.0)
+    glove.add_argument("--x_max", type=float, default=10.0)
     glove.add_argument("--alpha", type=float, default=0.75)
     svd = p.add_argument_group("svd")
     svd.add_argument("--svd_matrix", choices=MATRICES, default="ppmi")

@@ -204,6 +204,25 @@ def test_streamed_run_resumes_exactly(position_saved, files, tmp_path):
         assert torch.equal(value, final_weights(tmp_path / "resumed")[name]), name
 
 
+def test_dataset_name_streams_its_train_split_and_validates_on_its_validation_split(files, tmp_path):
+    """--dataset_name takes the Hub code path (here a local dataset folder, offline): train split streamed,
+    the validation split's first --max_eval_samples examples tokenised; a dataset without one is refused."""
+    train, validation, tokenizer = files
+    folder = tmp_path / "dataset"
+    folder.mkdir()
+    (folder / "train.txt").write_text(train.read_text())
+    (folder / "validation.txt").write_text(validation.read_text())
+    argv = ["--dataset_name", str(folder), "--tokenizer_name", str(tokenizer), "--streaming", "--max_steps", "2",
+            "--model_family", "rnn", "--preset", "tiny", "--per_device_train_batch_size", "2", "--block_size", "8",
+            "--disable_tqdm", "--no_plot", "--max_eval_samples", "3", "--per_device_eval_batch_size", "1"]
+    results = main([*argv, "--output_dir", str(tmp_path / "run")])
+    lines = validation.read_text().splitlines()[:3]  # the text builder of a dataset folder drops line breaks
+    assert results["steps"] == 2 and results["eval_tokens"] == sum(len(line) for line in lines) - 1
+    (folder / "validation.txt").unlink()
+    with pytest.raises(ValueError, match=r"`dataset_name`=.*a dataset with a validation split for --streaming"):
+        main([*argv, "--output_dir", str(tmp_path / "run2")])
+
+
 @pytest.mark.parametrize(("extra", "drop", "message"), [
     ((), None, r"`max_steps`=-1: expected a number of updates >= 1 with --streaming"),
     (("--max_steps", "3"), "--tokenizer_name", "--streaming needs a saved tokenizer"),

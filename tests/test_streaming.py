@@ -153,8 +153,14 @@ def test_reader_errors_name_the_argument(files, tmp_path):
         StreamingWindows(stream, char_tokenizer(), rows=1, block_size=4, num_windows=3, text_column="content").batch(0)
     empty = tmp_path / "empty.txt"
     empty.write_text("")
-    with pytest.raises(ValueError, match="no examples"):
+    with pytest.raises(ValueError, match="no tokens"):
         StreamingWindows(load_text_stream(str(empty)), char_tokenizer(), rows=1, block_size=4, num_windows=3).batch(0)
+    unknown = tmp_path / "unknown.txt"
+    unknown.write_text("x\n" * 5)
+    nothing = char_tokenizer()
+    nothing.backend_tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="removed")
+    with pytest.raises(ValueError, match="no tokens"):  # a stream of examples without a token does not loop forever
+        StreamingWindows(load_text_stream(str(unknown)), nothing, rows=1, block_size=4, num_windows=3).batch(0)
 
 
 # --------------------------------------------------------------------------- train_lm --streaming

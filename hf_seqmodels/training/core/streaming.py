@@ -162,6 +162,7 @@ class StreamingWindows:
         dataset = self.dataset
         if hasattr(dataset, "set_epoch"):
             dataset.set_epoch(self._pass)
+        self._pass_tokens, self._whole_pass = 0, skip == 0  # a whole pass without a token would loop forever
         examples = itertools.islice(iter(dataset), skip, None)  # read, not tokenised (IterableDataset.skip would
         return _token_lists(examples, self.tokenizer, self.text_column, self.examples_per_call)  # skip before the split
 
@@ -172,13 +173,14 @@ class StreamingWindows:
             ids = next(self._tokens, None)
             if ids is not None:
                 self._examples += 1
+                self._pass_tokens += len(ids)
                 return ids
-            if self._examples == 0:
+            if self._examples == 0 or (self._whole_pass and self._pass_tokens == 0):
                 break
             self._pass, self._examples = self._pass + 1, 0
             self._tokens = self._open_pass()
-        raise ValueError("The training stream has no examples for this process (an empty file or dataset, or "
-                         "fewer examples than processes).")
+        raise ValueError("The training stream has no tokens for this process (an empty file or dataset, fewer "
+                         "examples than processes, or text the tokenizer maps to nothing).")
 
     def _fill(self) -> None:
         """Append whole examples to the shortest row until every row holds one window and its next token."""

@@ -183,10 +183,15 @@ def seq2seq_token_pairs(tokenizer, file: str | None = None, *, source_file: str 
                  "max_target_length": max_target_length, "drop_longer": drop_longer, "max_pairs": max_pairs,
                  "layout": "file" if file is not None else "aligned"}
     key = cache_key("seq2seq", {"target": tokenizer, "source": source_tokenizer}, files, arguments)
-    options = dict(source_tokenizer=source_tokenizer, max_source_length=max_source_length,
-                   max_target_length=max_target_length, drop_longer=drop_longer)
 
     def build(folder: Path) -> dict:
+        from ..seq2seq.data import seq2seq_tokenizer
+
+        # switched to `A <eos>` once: a copy per batch would cost a tokenizer's memory per batch
+        target_tok = seq2seq_tokenizer(tokenizer, "target")
+        source_tok = seq2seq_tokenizer(source_tokenizer or tokenizer, "source")
+        options = dict(source_tokenizer=source_tok, max_source_length=max_source_length,
+                       max_target_length=max_target_length, drop_longer=drop_longer)
         sides = {name: _sequence_writers(folder, name, token_dtype(tok))
                  for name, tok in (("source", source_tokenizer or tokenizer), ("target", tokenizer))}
         stream = stream_parallel_corpus(file, source_file=source_file, target_file=target_file,
@@ -194,7 +199,7 @@ def seq2seq_token_pairs(tokenizer, file: str | None = None, *, source_file: str 
         read = 0
         for batch in tqdm(_batched(itertools.islice(stream, max_pairs), pairs_per_call),
                           desc="Encoding sentence pairs", unit=" batches"):
-            pairs = _encode_batch(batch, tokenizer, **options)
+            pairs = _encode_batch(batch, target_tok, **options)
             _append_sequences(*sides["source"], pairs.sources)
             _append_sequences(*sides["target"], pairs.targets)
             read += len(batch)

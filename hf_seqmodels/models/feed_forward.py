@@ -25,4 +25,7 @@ class PositionwiseFeedForward(nn.Module):
         self.fc2 = nn.Linear(intermediate_size, hidden_size, bias=bias)  # W_2, b_2
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.dropout(self.activation(self.fc1(hidden_states))))  # (B, T, d)
+        inner = self.activation(self.fc1(hidden_states))  # (B, T, d_ff)
+        if self.dropout.p and self.training:  # dropout 0 (GPT-shaped configs) is not even a call
+            inner = self.dropout(inner)
+        return self.fc2(inner)  # (B, T, d)

@@ -65,7 +65,8 @@ class TransformerEmbeddings(nn.Module):
         tokens = self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds  # (B, T, d)
         if self.scale != 1.0:  # scale_embedding=False multiplies by nothing: no element-wise pass either way
             tokens = tokens * self.scale
-        return self.dropout(tokens + self.embed_positions(position_ids).to(tokens.dtype))  # (B, T, d)
+        x = tokens + self.embed_positions(position_ids).to(tokens.dtype)  # (B, T, d)
+        return self.dropout(x) if self.dropout.p and self.training else x
 
 
 def final_norm(config: TransformerConfigBase) -> nn.LayerNorm | None:
@@ -236,10 +237,11 @@ class DecoderStack:
             source_mask = current_mask(encoder_attention_mask, encoder_hidden_states)
             cross_mask = build_attention_mask(source_mask, length, encoder_hidden_states.shape[1], causal=False)
         hidden_states, self_attentions, cross_attentions = [], [], []
+        layer_cache = cache_field(past_key_values)  # {installed name: the cache}
         for layer in self.layers:
             hidden_states.append(x)
             x, self_weights, cross_weights = layer(  # tensors positional: see TransformerDecoderLayer.forward
-                x, self_mask, encoder_hidden_states, cross_mask, **cache_field(past_key_values),
+                x, self_mask, encoder_hidden_states, cross_mask, **layer_cache,
                 output_attentions=output_attentions,
             )
             self_attentions.append(self_weights)

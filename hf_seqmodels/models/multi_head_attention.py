@@ -94,14 +94,37 @@ def bmm_attention(
     return output.view(batch, heads, length, head_dim).transpose(1, 2), weights.view(batch, heads, length, keys)
 
 
+def unmasked_sdpa_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """torch's fused ``scaled_dot_product_attention`` called directly for an attention without a mask (its
+    ``is_causal`` hides the future of ``T > 1`` queries of a causal module): what transformers' sdpa function
+    does in that case, without its per-call checks for masks, grouped keys and tracing. ``query``
+    ``(B, H, T, d_k)``, ``key``/``value`` ``(B, H, S, d_k)``; returns ``(B, T, H, d_k)`` (a transposed view:
+    the caller's reshape copies it once) and None."""
+    causal = getattr(module, "is_causal", False) and query.shape[2] > 1
+    output = nn.functional.scaled_dot_product_attention(query, key, value, dropout_p=dropout, is_causal=causal,
+                                                        scale=scaling)  # (B, H, T, d_k)
+    return output.transpose(1, 2), None
+
+
 def attention_function(implementation: str, query: torch.Tensor, key: torch.Tensor, attention_mask) -> Callable:
-    """The kernel of ``implementation`` (transformers' attention interface), except that an unmasked sdpa
-    attention in bfloat16 on a CPU over at most :data:`BMM_ATTENTION_MAX_SCORES` query-key pairs runs
-    :func:`bmm_attention`: the same product, faster there. Float32 keeps the chosen kernel."""
-    if (implementation == "sdpa" and attention_mask is None and query.dtype == torch.bfloat16
-            and query.device.type == "cpu" and query.shape[2] * key.shape[2] <= BMM_ATTENTION_MAX_SCORES
-            and not is_tracing()):
-        return bmm_attention
+    """The kernel of ``implementation`` (transformers' attention interface), except for an unmasked sdpa
+    attention in eager mode: in bfloat16 on a CPU over at most :data:`BMM_ATTENTION_MAX_SCORES` query-key pairs
+    it runs :func:`bmm_attention` (the same product, faster there), otherwise :func:`unmasked_sdpa_attention`
+    (torch's kernel without the interface's per-call work). Traced graphs keep transformers' function."""
+    if implementation == "sdpa" and attention_mask is None and not is_tracing():
+        if (query.dtype == torch.bfloat16 and query.device.type == "cpu"
+                and query.shape[2] * key.shape[2] <= BMM_ATTENTION_MAX_SCORES):
+            return bmm_attention
+        return unmasked_sdpa_attention
     return ALL_ATTENTION_FUNCTIONS.get_interface(implementation, scaled_dot_product_attention)
 
 

@@ -88,7 +88,9 @@ def test_cli_exports_a_saved_folder(name, tmp_path, capsys):
     assert "parity" in readme.lower() and "eager `generate()`'s tokens: **yes**" in readme
     spec = json.loads((tmp_path / "out" / "generation.json").read_text())
     assert spec["kind"] == "decoder-only" and spec["graphs"] == {"step": "decoder_with_past.onnx"}
-    assert f"Exported {type(model).__name__}" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert f"Exported {type(model).__name__}" in printed
+    assert "decoder_with_past.onnx; greedy decoding in onnxruntime gave the same tokens as eager" in printed
     prompt = torch.tensor([[7, 30, 12, 55], [0, 0, 9, 41]])  # the second row left-padded
     mask = (torch.arange(4) >= torch.tensor([[0], [2]])).long()
     want = model.generate(prompt, attention_mask=mask, max_new_tokens=8, do_sample=False)

@@ -96,8 +96,7 @@ def _export_parser(subparsers) -> None:
         "export", help="export a saved model with torch.export or to ONNX, checking parity with eager mode",
         description="Load a saved model folder, export its forward pass with dynamic batch and sequence "
         "dimensions (ONNX: also the decoding graphs of every generative head, for generation in onnxruntime), "
-        "compare the "
-        "exported program with eager PyTorch on inputs of another size, and write README.md beside it.",
+        "compare the exported program with eager PyTorch on inputs of another size, and write README.md beside it.",
     )
     p.add_argument("--model", required=True, help="a folder written by save_pretrained")
     p.add_argument("--format", choices=["onnx", "torch"], default="onnx")

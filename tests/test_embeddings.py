@@ -490,6 +490,16 @@ def test_a_batch_holds_centres_of_alike_context_counts_real_slots_first():
     assert pairs_of[8][1] < pairs_of[1][1]  # fewer padded slots
 
 
+def test_batch_size_defaults_per_architecture_and_trained_vectors_share_the_input_matrix(topic_corpus):
+    assert Word2VecConfig().batch_words == 256 and Word2VecConfig(architecture="cbow").batch_words == 512
+    assert Word2VecConfig(architecture="cbow", batch_words=64).batch_words == 64
+    vocab = Vocabulary.from_files(topic_corpus, min_count=1)
+    trainer = Word2VecTrainer(vocab, Word2VecConfig.from_preset("tiny", epochs=1))
+    vectors = trainer.train(vocab.encode_files(topic_corpus), progress=False)
+    assert vectors.vectors.data_ptr() == trainer.input_vectors.data_ptr()  # no copy at the end of training
+    assert trainer.word_vectors().vectors.data_ptr() != trainer.input_vectors.data_ptr()  # a copy on demand
+
+
 def test_worker_threads_train_and_leave_torch_threads_as_they_were(topic_corpus):
     vocab = Vocabulary.from_files(topic_corpus, min_count=1)
     config = Word2VecConfig(vector_size=16, window=3, sample=0.0, epochs=3, batch_words=64, chunk_words=512,

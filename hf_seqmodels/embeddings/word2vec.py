@@ -29,7 +29,8 @@ linearly from ``learning_rate`` to ``learning_rate * min_learning_rate_ratio`` o
 words are subsampled (:meth:`.Vocabulary.keep_probabilities`) before windows are taken.
 
 Training is batched: ``batch_words`` centre words at a time share one gather and one ``index_add_`` per
-matrix, so the updates of a row within a batch add up. That is word2vec.c's sum of steps except for
+matrix, so the updates of a row within a batch add up (which centres share a batch is chosen within a few
+batches' window to keep the padding small: :meth:`Word2VecTrainer._batch_order`). That is word2vec.c's sum of steps except for
 rows hit many times in one batch: the Huffman nodes near the root lie on nearly every path. A node's
 summed update is therefore capped at ``max_node_hits`` steps' worth (a node hit :math:`n` times moves by
 its summed update times :math:`\\min(1, \\text{max\\_node\\_hits} / n)`); nodes hit fewer times move
@@ -69,7 +70,11 @@ class Word2VecConfig(PresetMixin):
     """Settings of a word2vec run; defaults are word2vec.c's (learning rate 0.025 skip-gram, 0.05 CBOW).
 
     ``batch_words`` centre words share one update, in which the updates of a row add up: on a vocabulary
-    of a few dozen words a frequent row gets many at once, so use a small value there (e.g. 64).
+    of a few dozen words a frequent row gets many at once, so use a small value there (e.g. 64). The
+    defaults (256 skip-gram, 512 CBOW) were the fastest per word on a 2-core AMD EPYC (skip-gram's batch
+    temporaries, ``B x 2 window x D``, stay in cache; CBOW's are ``2 window`` times smaller, and its cost is
+    per-batch overhead). ``sort_batches`` batches of centres are sorted together by context size (:meth:`
+    Word2VecTrainer._batch_order`).
     ``max_node_hits`` caps the summed update of a Huffman node within a batch (module docstring).
     ``workers`` threads train chunks of ``chunk_words`` raw words concurrently (1: reproducible).
 
@@ -101,10 +106,10 @@ class Word2VecConfig(PresetMixin):
     learning_rate: float | None = None  # None: 0.025 for skip-gram, 0.05 for CBOW
     min_learning_rate_ratio: float = 1e-4
     epochs: int = 5
-    batch_words: int = 512
+    batch_words: int | None = None  # None: 256 for skip-gram, 512 for CBOW
     max_node_hits: int = 64
-    chunk_words: int = 16384
-    sort_batches: int = 4
+    chunk_words: int = 4096
+    sort_batches: int = 8
     workers: int = 1
     seed: int = 0
 
@@ -112,6 +117,8 @@ class Word2VecConfig(PresetMixin):
         check_choice("architecture", self.architecture, ARCHITECTURES)
         check_choice("loss", self.loss, LOSSES)
         check_choice("subsampling_formula", self.subsampling_formula, SUBSAMPLING_FORMULAS)
+        if self.batch_words is None:
+            self.batch_words = 512 if self.architecture == "cbow" else 256
         for name in ("vector_size", "window", "epochs", "batch_words", "max_node_hits", "chunk_words", "sort_batches", "workers"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

@@ -85,10 +85,12 @@ def _transformer_attentions(config) -> dict[str, int]:
 # is the same one, (learning rate, clipping norm) = (T x the paper's, the paper's / T).
 # bf16=True (autocast, fp32 master weights and optimizer state) where it pays on this package's CPUs: a
 # Transformer LM, encoder-decoder or BERT step takes about half the fp32 time (benchmarks/bench_bf16.py: 0.48 to
-# 0.55 from nanoGPT's CPU sizes to 4 x 256) with loss curves that agree within noise. The recurrent recipes stay
-# in fp32: an LSTM step gains less (0.61) and their SGD recipes are the papers' fp32 ones.
+# 0.55 from nanoGPT's CPU sizes to 4 x 256) with loss curves that agree within noise. The named presets of those
+# families carry it; the family default (the recipe of a loaded model or of --config_name) and fine-tuning
+# stay in fp32, as do the recurrent recipes: an LSTM step gains less (0.61) and their SGD recipes are the
+# papers' fp32 ones.
 
-#: the Transformer families and BERT train in bf16
+#: the named presets of the Transformer families and BERT train in bf16
 _BF16 = dict(bf16=True)
 
 #: tests and smoke runs: small and fast
@@ -139,7 +141,7 @@ _LUONG = dict(optim="sgd", learning_rate=1.0, lr_scheduler_type="zaremba", decay
 # of 112 pairs of about 28 tokens), 100,000 steps (big: 300,000); label smoothing is in the config.
 _VASWANI = dict(optim="adamw_torch", learning_rate=1.0, adam_beta1=0.9, adam_beta2=0.98, adam_epsilon=1e-9,
                 lr_scheduler_type="noam", warmup_steps=4000, weight_decay=0.0, max_grad_norm=0.0,
-                per_device_train_batch_size=112, gradient_accumulation_steps=8, max_steps=100_000, **_BF16)
+                per_device_train_batch_size=112, gradient_accumulation_steps=8, max_steps=100_000)
 # the decoder alone as an LM: the same updates of about 25,000 tokens (8 x 6 rows of 512)
 _VASWANI_LM = dict(_VASWANI, per_device_train_batch_size=6, bptt=512)
 # Radford et al. (2018), section 4.1: Adam at 2.5e-4, linear warm-up over 2000 updates then cosine to 0,
@@ -163,15 +165,14 @@ _NANOGPT_CPU = dict(optim="adamw_torch_fused", learning_rate=1e-3, adam_beta1=0.
 _BERT_PRETRAINING = dict(optim="adamw_torch", learning_rate=1e-4, adam_beta1=0.9, adam_beta2=0.999,
                          adam_epsilon=1e-6, lr_scheduler_type="linear", warmup_steps=10_000, weight_decay=0.01,
                          max_grad_norm=1.0, per_device_train_batch_size=32, gradient_accumulation_steps=8,
-                         max_steps=1_000_000, **_BF16)
+                         max_steps=1_000_000)
 
 
 def _bert_finetuning(learning_rate: float, batch_size: int) -> dict[str, Any]:
     """Devlin et al. (2019), section 4 and appendix A.3: Adam, 3 epochs, warm-up over the first 10% of the
-    steps then linear decay, weight decay 0.01 (the released code's); bf16 as in pre-training."""
+    steps then linear decay, weight decay 0.01 (the released code's)."""
     return dict(optim="adamw_torch", learning_rate=learning_rate, lr_scheduler_type="linear", warmup_steps=0.1,
-                weight_decay=0.01, max_grad_norm=1.0, per_device_train_batch_size=batch_size, num_train_epochs=3,
-                **_BF16)
+                weight_decay=0.01, max_grad_norm=1.0, per_device_train_batch_size=batch_size, num_train_epochs=3)
 
 
 # Kim (2014), section 3.1: Adadelta (rho 0.95), minibatches of 50, no gradient clipping (the output layer's l2
@@ -245,7 +246,8 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         common_properties=("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"),
         capabilities=Capabilities(is_encoder_decoder=True, static_cache=True, inputs_embeds=True, sdpa=True,
                                   tied_embeddings=True),
-        recipe=_VASWANI, preset_recipes={"tiny": _TINY, "transformer-big": dict(max_steps=300_000)},
+        recipe=_VASWANI,
+        preset_recipes={"tiny": _TINY, "transformer-base": _BF16, "transformer-big": dict(max_steps=300_000, **_BF16)},
     ),
     Family(
         name="transformer_lm", config_class=TransformerLMConfig,
@@ -256,7 +258,8 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         tiny_overrides={"dropout": 0.0},  # trained without dropout noise, as transformers' causal-LM testers' models
         common_properties=("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"),
         capabilities=Capabilities(static_cache=True, inputs_embeds=True, sdpa=True, tied_embeddings=True),
-        recipe=_VASWANI_LM, preset_recipes={"tiny": _TINY_LM, "gpt-1": _GPT_1, "nanogpt-cpu": _NANOGPT_CPU},
+        recipe=_VASWANI_LM,
+        preset_recipes={"tiny": _TINY_LM, "transformer-base": _BF16, "gpt-1": _GPT_1, "nanogpt-cpu": _NANOGPT_CPU},
     ),
     Family(
         name="bert", config_class=BertConfig,
@@ -275,7 +278,9 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         attentions=lambda config: {"attentions": config.num_hidden_layers},
         common_properties=("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"),
         capabilities=Capabilities(static_cache=True, inputs_embeds=True, sdpa=True, tied_embeddings=True),
-        recipe=_BERT_PRETRAINING, preset_recipes={"tiny": _TINY},
+        recipe=_BERT_PRETRAINING,
+        preset_recipes={"tiny": _TINY, **{f"bert-{size}": _BF16 for size in ("tiny", "mini", "small", "medium", "base",
+                                                                             "large")}},
         task_recipes={  # GLUE and CoNLL: 2e-5 of {5e-5, 3e-5, 2e-5}, batch 32; SQuAD v1.1: 5e-5; SWAG: 2e-5, 16
             "AutoModelForSequenceClassification": _bert_finetuning(2e-5, 32),
             "AutoModelForTokenClassification": _bert_finetuning(2e-5, 32),

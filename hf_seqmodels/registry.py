@@ -157,6 +157,15 @@ _NANOGPT_CPU = dict(optim="adamw_torch_fused", learning_rate=1e-3, adam_beta1=0.
                     lr_scheduler_type="cosine", lr_scheduler_kwargs={"min_lr_ratio": 0.1}, warmup_steps=100,
                     weight_decay=0.1, max_grad_norm=1.0, per_device_train_batch_size=12, gradient_accumulation_steps=1,
                     bptt=64, max_steps=2000, **_BF16)
+# nanoGPT's GPU recipe for the same data (config/train_shakespeare_char.py): the CPU recipe with 64 windows of
+# 256 characters and 5,000 steps (80 epochs of the text: the windows are read in a new order every epoch, where
+# nanoGPT draws random offsets)
+_NANOGPT_SHAKESPEARE_CHAR = dict(_NANOGPT_CPU, per_device_train_batch_size=64, bptt=256, max_steps=5000,
+                                 shuffle_windows=True)
+# a small Transformer on Multi30k: the paper's Adam and noam schedule, its peak (about 1e-3 at width 256) after
+# 1,000 warm-up steps (a hundred-odd updates an epoch at 4,096 tokens), fairseq's weight decay 1e-4 for IWSLT
+_TRANSFORMER_MULTI30K = dict(_VASWANI, learning_rate=0.5, warmup_steps=1000, weight_decay=1e-4, max_grad_norm=1.0,
+                             gradient_accumulation_steps=1, max_steps=-1, num_train_epochs=60, **_BF16)
 
 # Devlin et al. (2019), appendix A.2: Adam at 1e-4 (0.9, 0.999; eps 1e-6 in the released code), weight decay
 # 0.01, warm-up over 10,000 steps then linear decay, 256 sequences an update (here 8 accumulated batches of 32),
@@ -247,7 +256,8 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         capabilities=Capabilities(is_encoder_decoder=True, static_cache=True, inputs_embeds=True, sdpa=True,
                                   tied_embeddings=True),
         recipe=_VASWANI,
-        preset_recipes={"tiny": _TINY, "transformer-base": _BF16, "transformer-big": dict(max_steps=300_000, **_BF16)},
+        preset_recipes={"tiny": _TINY, "transformer-base": _BF16, "transformer-big": dict(max_steps=300_000, **_BF16),
+                        "transformer-multi30k": _TRANSFORMER_MULTI30K},
     ),
     Family(
         name="transformer_lm", config_class=TransformerLMConfig,
@@ -259,7 +269,8 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         common_properties=("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"),
         capabilities=Capabilities(static_cache=True, inputs_embeds=True, sdpa=True, tied_embeddings=True),
         recipe=_VASWANI_LM,
-        preset_recipes={"tiny": _TINY_LM, "transformer-base": _BF16, "gpt-1": _GPT_1, "nanogpt-cpu": _NANOGPT_CPU},
+        preset_recipes={"tiny": _TINY_LM, "transformer-base": _BF16, "gpt-1": _GPT_1, "nanogpt-cpu": _NANOGPT_CPU,
+                        "nanogpt-shakespeare-char": _NANOGPT_SHAKESPEARE_CHAR},
     ),
     Family(
         name="bert", config_class=BertConfig,

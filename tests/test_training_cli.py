@@ -91,6 +91,11 @@ def test_the_preset_recipe_fills_what_the_command_line_leaves_out(tmp_path):
     assert switched.lr_scheduler_type == "linear" and switched.scheduler_kwargs == {}
     nano = lm_arguments([*base, "--model_family", "transformer_lm", "--preset", "nanogpt-cpu"])[2]
     assert (nano.max_steps, nano.optim, nano.block_size) == (2000, "adamw_torch_fused", 64)  # the whole command
+    assert nano.shuffle_windows is False  # the task default
+    gpu = lm_arguments([*base, "--model_family", "transformer_lm", "--preset", "nanogpt-shakespeare-char"])[2]
+    assert (gpu.max_steps, gpu.block_size, gpu.per_device_train_batch_size, gpu.shuffle_windows) == (5000, 256, 64, True)
+    assert lm_arguments([*base, "--model_family", "transformer_lm", "--preset", "nanogpt-shakespeare-char",
+                         "--shuffle_windows", "False"])[2].shuffle_windows is False  # the command line wins
     assert lm_arguments([*base, "--preset", "zaremba-small", "--max_steps", "5"])[2].max_steps == 5
     rescheduled = lm_arguments([*base, "--preset", "zaremba-small", "--lr_scheduler_type", "cosine"])[2]
     assert rescheduled.optim == "sgd" and rescheduled.scheduler_kwargs == {}, "zaremba's options must not reach cosine"

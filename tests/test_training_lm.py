@@ -31,7 +31,7 @@ from hf_seqmodels.training.core.schedules import lr_factor
 from hf_seqmodels.training.core.text import split_for_validation, tokenize_texts
 from hf_seqmodels.training.lm.cli import main, parse_arguments
 from hf_seqmodels.training.lm.data import ShuffledContextWindows, StreamWindows, batchify, shard_rows
-from hf_seqmodels.training.lm.trainer import is_stateful
+from hf_seqmodels.training.lm.trainer import build_train_windows, is_stateful
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = "the cat sat on the mat. the dog sat on the log.\n" * 40
@@ -237,6 +237,24 @@ def test_the_state_is_carried_for_recurrent_models_only(tokenizer):
     """RNNs and the NNLM carry their state between windows; the Transformer LM reads each window alone."""
     assert [is_stateful(TINY_MODELS[f](len(tokenizer))) for f in ("lstm", "nnlm", "transformer_lm")] == [
         True, True, False]
+
+
+def test_shuffled_windows_train_a_transformer_lm_and_are_refused_for_a_recurrent_model(tokenizer, corpus_ids,
+                                                                                        tmp_path):
+    """A Transformer LM attends within its window, so it can read the fixed windows in a new order every epoch
+    (as run_clm's grouped texts); a recurrent model carries its state along the stream and cannot."""
+    train_ids, eval_ids = corpus_ids
+    args = engine_args(tmp_path / "transformer", num_train_epochs=2, shuffle_windows=True, block_size=8)
+    model = tiny_transformer_lm(len(tokenizer))
+    windows = build_train_windows(train_ids, args, model)
+    assert isinstance(windows, ShuffledContextWindows) and windows.context_size == 0
+    firsts = [windows.batch(i, epoch=e).input_ids[:, 0].tolist() for e in (0, 1) for i in range(len(windows))]
+    assert firsts[: len(windows)] != firsts[len(windows):]  # a new order each epoch
+    before = evaluate_causal_lm(model, eval_ids, block_size=8)["eval_loss"]
+    results = train_causal_lm(model, tokenizer, train_ids, eval_ids, args)
+    assert results["eval_loss"] < before
+    with pytest.raises(ValueError, match="`shuffle_windows`=True: expected False for a model whose state"):
+        build_train_windows(train_ids, args, tiny_lstm(len(tokenizer)))
 
 
 def test_evaluation_is_exact_token_weighted_nll(tokenizer, corpus_ids):

@@ -126,6 +126,11 @@ class TransformerConfig(TransformerConfigBase):
         "transformer-base": dict(label_smoothing=0.1),
         "transformer-big": dict(d_model=1024, encoder_attention_heads=16, decoder_attention_heads=16,
                                 encoder_ffn_dim=4096, decoder_ffn_dim=4096, dropout=0.3, label_smoothing=0.1),
+        # a small Transformer for Multi30k (29,000 pairs): 3 + 3 layers of width 256 with 4 heads, the strong
+        # dropout of the low-resource recipes (fairseq's IWSLT model: 0.3) and the paper's label smoothing
+        "transformer-multi30k": dict(d_model=256, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
+                                     decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024,
+                                     dropout=0.3, attention_dropout=0.1, label_smoothing=0.1),
     }
 
     encoder_layers: int = 6
@@ -176,6 +181,13 @@ class TransformerLMConfig(TransformerConfigBase):
                             decoder_ffn_dim=512, max_position_embeddings=64, normalize_before=True,
                             activation_function="gelu", position_embedding_type="learned", scale_embedding=False,
                             bias=False, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0),
+        # nanoGPT's GPU configuration for Tiny Shakespeare characters (config/train_shakespeare_char.py): the
+        # same GPT shape, 6 layers, 6 heads, width 384, 256 characters of context, dropout 0.2
+        "nanogpt-shakespeare-char": dict(vocab_size=65, d_model=384, decoder_layers=6, decoder_attention_heads=6,
+                                         decoder_ffn_dim=1536, max_position_embeddings=256, normalize_before=True,
+                                         activation_function="gelu", position_embedding_type="learned",
+                                         scale_embedding=False, bias=False, dropout=0.2, attention_dropout=0.2,
+                                         activation_dropout=0.0),
         # Radford et al. (2018), GPT: 12 post-norm layers, learned positions, GELU, 512 tokens of context
         "gpt-1": dict(vocab_size=40478, d_model=768, decoder_layers=12, decoder_attention_heads=12,
                       decoder_ffn_dim=3072, activation_function="gelu", position_embedding_type="learned",

@@ -113,7 +113,8 @@ def check_streaming(model_args, data_args, training_args) -> None:
         raise invalid("validation_file", None, "a .txt file with --streaming --train_file (a stream cannot set "
                       "aside its last --validation_split_percentage)")
     if training_args.shuffle_windows:
-        raise invalid("shuffle_windows", True, "False with --streaming (a stream is read in order)")
+        raise invalid("shuffle_windows", True, "False with --streaming (a stream is read in order; a preset's "
+                      "recipe that shuffles is turned off with --shuffle_windows False)")
     if data_args.preprocessing_num_workers:
         raise invalid("preprocessing_num_workers", data_args.preprocessing_num_workers,
                       "none with --streaming (the stream is tokenised as it is read)")

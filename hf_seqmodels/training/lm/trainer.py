@@ -42,7 +42,7 @@ logger = get_logger(__name__)
 
 #: the task's values of what neither the command line nor a recipe sets
 LM_DEFAULTS = {"per_device_train_batch_size": 20, "per_device_eval_batch_size": 10, "block_size": 35,
-               "generation_max_length": 200}
+               "generation_max_length": 200, "shuffle_windows": False}
 
 
 @dataclass
@@ -51,14 +51,16 @@ class LMTrainingArguments(EngineArguments):
 
     Batch sizes count *stream rows*; one update reads ``per_device_train_batch_size × block_size`` tokens
     per process; ``per_device_eval_batch_size`` is the number of rows the validation stream is cut into.
-    ``shuffle_windows`` (NNLM only) reads fixed windows in a random order.
+    ``shuffle_windows`` (NNLM, Transformer LM) reads fixed windows in a random order.
     """
 
     block_size: int | None = field(default=None, metadata={"help": (
         "tokens per training window: the truncated-BPTT length of a recurrent model, the context of a Transformer "
         "LM (default: recipe, 35)")})
-    shuffle_windows: bool = field(default=False, metadata={"help": (
-        "NNLM only: read fixed (context + block_size) windows in a random order")})
+    shuffle_windows: bool | None = field(default=None, metadata={"help": (
+        "read fixed windows in a new random order every epoch (NNLM: context + block_size; Transformer LM: "
+        "block_size) instead of carrying a state along the stream; not for recurrent models (default: recipe, "
+        "False)")})
 
     def check(self):
         super().check()
@@ -68,18 +70,20 @@ class LMTrainingArguments(EngineArguments):
 
 def build_train_windows(train_ids: torch.Tensor, args: LMTrainingArguments, model: torch.nn.Module,
                         process_index: int = 0, num_processes: int = 1):
-    """This process's training windows: its block of the global stream rows (or shuffled NNLM windows)."""
+    """This process's training windows: its block of the global stream rows (or fixed windows in a shuffled order)."""
     global_batch = args.per_device_train_batch_size * num_processes
     if not args.shuffle_windows:
         streams = shard_rows(batchify(train_ids, global_batch), process_index, num_processes)  # (B/P, N)
         return StreamWindows(streams, args.block_size)
     context_size = getattr(model.config, "context_size", None)
-    if context_size is None:
+    if context_size is None and is_stateful(model):
         raise invalid("shuffle_windows", True, "False for a model whose state is not its last n-1 tokens "
-                      f"(only the NNLM can read windows out of order; got {type(model).__name__})")
+                      f"(a recurrent state is carried along the stream in order; got {type(model).__name__})")
+    context_size = context_size or 0  # a Transformer LM reads nothing before its window
     return ShuffledContextWindows(
         train_ids, context_size=context_size, block_size=args.block_size, global_batch_size=global_batch,
-        process_index=process_index, num_processes=num_processes, seed=args.seed, fill_id=model.context_fill_id,
+        process_index=process_index, num_processes=num_processes, seed=args.seed,
+        fill_id=getattr(model, "context_fill_id", 0),
     )
 
 

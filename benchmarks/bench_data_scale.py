@@ -37,6 +37,13 @@
     python -m benchmarks.bench_data_scale --megabytes 5 --seq_len 4096   # quick
     python -m benchmarks.bench_data_scale --seq2seq_pairs 2900000        # WMT-size pairs
     python -m benchmarks.bench_data_scale --bert_megabytes 250
+    python -m benchmarks.bench_data_scale --launch_megabytes 100      # 2 CPU processes against 1
+    python -m benchmarks.bench_data_scale --glove_megabytes 100 --glove_epochs 1
+
+4. ``--launch_megabytes M`` (instead of 1 and 2): ``train_lm`` on ``M`` MB of the text of 1. under ``accelerate launch``
+   on 1 and on 2 CPU processes, each preparing its token files in an empty cache, then 2 processes from the cache:
+   the peak of the summed RSS and PSS of every process of the launch, which ranks tokenised, and the ratio of
+   2 processes to 1 (:mod:`benchmarks.data_scale_launch`).
 """
 
 from __future__ import annotations
@@ -517,6 +524,18 @@ def corpus_scale_task(args: argparse.Namespace, folder: Path) -> None:
           f"(target <= 2048: {'PASS' if first['peak_mb'] <= 2048 else 'MISS'})")
 
 
+def two_process_launch(args: argparse.Namespace, folder: Path) -> None:
+    """train_lm's preparation and one update on ``--launch_megabytes`` MB of real text under ``accelerate launch``
+    with 2 CPU processes against 1 (:mod:`benchmarks.data_scale_launch`)."""
+    from benchmarks.data_scale_launch import compare_launches
+
+    corpus = folder / "corpus.txt"
+    start = time.perf_counter()
+    write_lm_corpus(corpus, args.launch_megabytes, Path(args.shared_data), args.seed)
+    train_tokenizer(corpus, folder / "tokenizer")
+    print(f"{corpus.stat().st_size / 2**20:.1f} MB of text and a tokenizer in {time.perf_counter() - start:.1f} s")
+    compare_launches(folder, corpus, folder / "tokenizer")
+
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -536,7 +555,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip_mask", action="store_true", help="only the data path")
     parser.add_argument("--seq2seq_pairs", type=int, help="only train_seq2seq on N generated sentence pairs")
     parser.add_argument("--bert_megabytes", type=float, help="only pretrain_bert on MB of generated documents")
+    parser.add_argument("--launch_megabytes", type=float,
+                        help="only train_lm under accelerate launch, 2 CPU processes against 1, on MB of text")
+    parser.add_argument("--glove_megabytes", type=float,
+                        help="only GloVe (vocabulary, co-occurrence counts, --glove_epochs of training) on MB of text")
+    parser.add_argument("--glove_epochs", type=int, default=1, help="GloVe epochs of --glove_megabytes (0: count only)")
     args = parser.parse_args(argv)
+    if args.glove_megabytes:
+        from benchmarks.data_scale_glove import glove_at_scale
+
+        with tempfile.TemporaryDirectory(dir=args.tmp_dir) as folder:
+            corpus = Path(folder) / "corpus.txt"
+            write_lm_corpus(corpus, args.glove_megabytes, Path(args.shared_data), args.seed)
+            glove_at_scale(corpus, corpus.stat().st_size / 2**20, args.glove_epochs, args.threads)
+        return
+    if args.launch_megabytes:
+        with tempfile.TemporaryDirectory(dir=args.tmp_dir) as folder:
+            two_process_launch(args, Path(folder))
+        return
     if args.seq2seq_pairs or args.bert_megabytes:
         with tempfile.TemporaryDirectory(dir=args.tmp_dir) as folder:
             corpus_scale_task(args, Path(folder))

@@ -257,14 +257,20 @@ def _write_error(error: OSError, stage: str, final_dir: Path, model: torch.nn.Mo
 def save_checkpoint(output_dir: str | Path, *, accelerator, model: torch.nn.Module, optimizer, scheduler,
                     trainer_state: TrainerState, recurrent_state: RecurrentState | None,
                     save_total_limit: int | None = None, optimizer_state: dict[str, Any] | None = None,
-                    deepspeed_engine=None) -> Path:
+                    deepspeed_engine=None, rank_files: dict[str, str] | None = None) -> Path:
     """Write ``checkpoint-{global_step}`` atomically (all processes must call this); returns its path.
 
     The main process writes ``model``'s weights and ``optimizer_state`` (default: ``optimizer.state_dict()``);
     for a sharded model, pass an unsharded copy and the gathered state (:func:`gather_full_state`). Under
     DeepSpeed pass a plain copy of the model and DeepSpeed's engine: every process writes its optimizer
-    partition with it. The manifest is written last. An ``OSError`` while writing (disk full, read-only...)
-    removes the temporary folder and raises :class:`CheckpointWriteError`."""
+    partition with it. ``rank_files`` (``{file name: text}``, this process's own, e.g. its stream position)
+    are written by each process into the folder with its RNG state, so the manifest covers them and a resumed
+    run verifies them like every other file. The manifest is written last. An ``OSError`` while writing (disk
+    full, read-only...) removes the temporary folder and raises :class:`CheckpointWriteError`."""
+    for name in rank_files or {}:
+        if Path(name).name != name or name == MANIFEST_FILE or name.startswith("rank-"):
+            raise ValueError(f"Invalid `rank_files` name {name!r}: a plain file name (no folder), not "
+                             f"{MANIFEST_FILE!r} nor a 'rank-*' name of the RNG states.")
     output_dir = Path(output_dir)
     final_dir = output_dir / f"{CHECKPOINT_PREFIX}{trainer_state.global_step}"
     temp_dir = output_dir / f"{TEMP_PREFIX}{trainer_state.global_step}"
@@ -272,7 +278,7 @@ def save_checkpoint(output_dir: str | Path, *, accelerator, model: torch.nn.Modu
     try:
         _write_files(temp_dir, final_dir, stage, accelerator=accelerator, model=model, optimizer=optimizer,
                      scheduler=scheduler, trainer_state=trainer_state, recurrent_state=recurrent_state,
-                     optimizer_state=optimizer_state, deepspeed_engine=deepspeed_engine)
+                     optimizer_state=optimizer_state, deepspeed_engine=deepspeed_engine, rank_files=rank_files)
     except OSError as error:
         shutil.rmtree(temp_dir, ignore_errors=True)
         unwrapped = accelerator.unwrap_model(model) if model is not None else torch.nn.Module()
@@ -285,7 +291,8 @@ def save_checkpoint(output_dir: str | Path, *, accelerator, model: torch.nn.Modu
 
 def _write_files(temp_dir: Path, final_dir: Path, stage: _Stage, *, accelerator, model, optimizer, scheduler,
                  trainer_state: TrainerState, recurrent_state: RecurrentState | None,
-                 optimizer_state: dict[str, Any] | None, deepspeed_engine) -> None:
+                 optimizer_state: dict[str, Any] | None, deepspeed_engine,
+                 rank_files: dict[str, str] | None = None) -> None:
     """Every process writes its files into ``temp_dir``; the main process then writes the shared files, the
     manifest, and renames the folder to ``final_dir``. ``stage.now`` names what is being written."""
     if accelerator.is_main_process:
@@ -298,6 +305,9 @@ def _write_files(temp_dir: Path, final_dir: Path, stage: _Stage, *, accelerator,
                                          "seq_length": recurrent_state.seq_length}
     stage.now = f"writing rank-{accelerator.process_index}.pt (RNG and carried state)"
     _torch_save(rank_state, temp_dir / f"rank-{accelerator.process_index}.pt")
+    for name, text in (rank_files or {}).items():
+        stage.now = f"writing {name}"
+        _write_text(temp_dir / name, text)
     if deepspeed_engine is not None:
         stage.now = f"writing {DEEPSPEED_DIR}/ (DeepSpeed's optimizer partitions)"
         deepspeed_engine.save_checkpoint(str(temp_dir), tag=DEEPSPEED_DIR, save_latest=False)

@@ -106,10 +106,11 @@ class GloVeTrainer:
 
     def train(self, cooccurrences: CooccurrenceMatrix, progress: bool = True) -> WordVectors:
         cfg = self.config
+        # the matrix's own arrays, not copied; log X and f(X) are computed per batch, so training adds only the
+        # epoch's order (8 bytes per non-zero entry) to the matrix's 16
         rows = torch.from_numpy(cooccurrences.rows)
         cols = torch.from_numpy(cooccurrences.cols)
-        counts = torch.from_numpy(cooccurrences.values).float()
-        log_counts, weights = counts.log(), glove_weight(counts, cfg.x_max, cfg.alpha)
+        counts = torch.from_numpy(cooccurrences.values)
         for epoch in range(cfg.epochs):
             order = torch.randperm(len(counts), generator=self.generator)
             total = 0.0
@@ -117,7 +118,9 @@ class GloVeTrainer:
             for start in tqdm(batches, desc=f"GloVe epoch {epoch + 1}/{cfg.epochs}", unit="batch",
                               disable=not progress, leave=False):
                 k = order[start:start + cfg.batch_size]
-                total += self._step(rows[k], cols[k], log_counts[k], weights[k])
+                x = counts[k].float()
+                total += self._step(rows[k], cols[k], x.log(), glove_weight(x, cfg.x_max, cfg.alpha))
+            del order  # before the next epoch's is drawn
             logger.info("GloVe epoch %d: cost %.5f (J / 2 per non-zero entry)", epoch + 1, total / len(counts))
         return self.word_vectors()
 

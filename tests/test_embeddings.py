@@ -96,7 +96,7 @@ def _chi_square(observed: np.ndarray, probabilities: np.ndarray) -> float:
 
 def test_negative_samples_follow_unigram_to_the_three_quarters():
     vocab = Vocabulary([f"w{i}" for i in range(6)], [1000, 400, 100, 30, 10, 3])
-    sampler = NegativeSampler(vocab, power=0.75, generator=torch.Generator().manual_seed(0))
+    sampler = NegativeSampler(vocab, power=0.75, generator=np.random.default_rng(0))
     draws = sampler.sample((400, 500)).flatten().numpy()
     observed = np.bincount(draws, minlength=6)
     counts = vocab.counts.astype(float)
@@ -458,8 +458,8 @@ def test_a_chunk_reads_only_its_raw_words():
         chunk = trainer._chunk(corpus, 10 * index, 10 * index + 10, seed=(0, index))
         assert sorted(chunk.targets.tolist()) == list(range(10 * index, 10 * index + 10))
         batch = chunk.batch(0)
-        centres = batch["targets"].unsqueeze(1).expand_as(batch["contexts"])[batch["mask"]]
-        contexts = batch["contexts"][batch["mask"]]
+        centres = batch.targets.unsqueeze(1).expand_as(batch.contexts)[batch.mask]
+        contexts = batch.contexts[batch.mask]
         assert (contexts // 10 == index).all() and (contexts != centres).all()
         assert ((contexts - centres).abs() <= 3).all()
         assert chunk.raw_done[-1] == 10 * index + 10
@@ -480,11 +480,11 @@ def test_a_batch_holds_centres_of_alike_context_counts_real_slots_first():
         pairs, widths = [], []
         for b in range(len(chunk.raw_done)):
             batch = chunk.batch(b)
-            mask = batch["mask"]
+            mask = batch.mask
             assert mask.any(1).all() and (mask.cummin(1).values == mask).all()  # real slots first
             widths.append(mask.shape[1] * len(mask))
-            centres = batch["targets"].unsqueeze(1).expand_as(mask)[mask]
-            pairs += list(zip(centres.tolist(), batch["contexts"][mask].tolist(), strict=True))
+            centres = batch.targets.unsqueeze(1).expand_as(mask)[mask]
+            pairs += list(zip(centres.tolist(), batch.contexts[mask].tolist(), strict=True))
         pairs_of[sort_batches] = (sorted(pairs), sum(widths))
     assert pairs_of[1][0] == pairs_of[8][0]
     assert pairs_of[8][1] < pairs_of[1][1]  # fewer padded slots

@@ -71,10 +71,10 @@ class Word2VecConfig(PresetMixin):
 
     ``batch_words`` centre words share one update, in which the updates of a row add up: on a vocabulary
     of a few dozen words a frequent row gets many at once, so use a small value there (e.g. 64). The
-    defaults (256 skip-gram, 512 CBOW) were the fastest per word on a 2-core AMD EPYC (skip-gram's batch
+    defaults (256 skip-gram, 1024 CBOW) were the fastest per word on a 2-core AMD EPYC (skip-gram's batch
     temporaries, ``B x 2 window x D``, stay in cache; CBOW's are ``2 window`` times smaller, and its cost is
-    per-batch overhead). ``sort_batches`` batches of centres are sorted together by context size (:meth:`
-    Word2VecTrainer._batch_order`).
+    per-batch overhead). ``sort_batches`` batches of centres are sorted together by context size and path
+    length (:meth:`Word2VecTrainer._batch_order`; the default covers a whole chunk of ``chunk_words``).
     ``max_node_hits`` caps the summed update of a Huffman node within a batch (module docstring).
     ``workers`` threads train chunks of ``chunk_words`` raw words concurrently (1: reproducible).
 
@@ -106,10 +106,10 @@ class Word2VecConfig(PresetMixin):
     learning_rate: float | None = None  # None: 0.025 for skip-gram, 0.05 for CBOW
     min_learning_rate_ratio: float = 1e-4
     epochs: int = 5
-    batch_words: int | None = None  # None: 256 for skip-gram, 512 for CBOW
+    batch_words: int | None = None  # None: 256 for skip-gram, 1024 for CBOW
     max_node_hits: int = 64
-    chunk_words: int = 4096
-    sort_batches: int = 8
+    chunk_words: int = 16384
+    sort_batches: int = 64
     workers: int = 1
     seed: int = 0
 
@@ -118,7 +118,7 @@ class Word2VecConfig(PresetMixin):
         check_choice("loss", self.loss, LOSSES)
         check_choice("subsampling_formula", self.subsampling_formula, SUBSAMPLING_FORMULAS)
         if self.batch_words is None:
-            self.batch_words = 512 if self.architecture == "cbow" else 256
+            self.batch_words = 1024 if self.architecture == "cbow" else 256
         for name in ("vector_size", "window", "epochs", "batch_words", "max_node_hits", "chunk_words", "sort_batches", "workers"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -176,9 +176,10 @@ class Batch:
     the centre itself, whose padded steps are zero), ``mask (B, S)`` which are real (at least one per row);
     ``rows (B, T)`` the output rows scored for each centre (its target and noise words, or the inner nodes of
     its Huffman path), ``labels (B, T)`` or ``(T,)`` their labels (1 the target, 0 a noise word, ``1 - d_j`` on
-    a path) and ``valid (B, T)`` 1.0 on the real ones. CBOW also gets the real context words flat: ``inputs
-    (I,)`` centre after centre, ``offsets (B,)`` where each centre's start in ``inputs`` and ``owners (I,)`` the
-    centre (row of the batch) of each.
+    a path) and ``valid (B, T)`` 1.0 on the real ones. CBOW also gets the real context words flat, ``inputs
+    (I,)`` centre after centre, ``offsets (B,)`` where each centre's start in ``inputs``, and its centres come
+    in decreasing number of context words, ``column_sizes[k]`` of them having more than ``k``: slot ``k`` of
+    the first ``column_sizes[k]`` centres is real.
     """
 
     targets: torch.Tensor
@@ -189,14 +190,20 @@ class Batch:
     valid: torch.Tensor
     inputs: torch.Tensor | None = None
     offsets: torch.Tensor | None = None
-    owners: torch.Tensor | None = None
+    column_sizes: list[int] | None = None
 
-    @classmethod
-    def flat_inputs(cls, contexts: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
-        """CBOW's ``inputs``, ``offsets`` and ``owners`` of a ``(B, S)`` context matrix and its mask."""
-        counts = mask.sum(1)  # (B,)
-        owners = torch.arange(len(mask)).repeat_interleave(counts)  # (I,)
-        return dict(inputs=contexts[mask], offsets=counts.cumsum(0) - counts, owners=owners)
+    def by_context_size(self) -> Batch:
+        """The batch with its centres in decreasing number of context words (real slots first in each row)
+        and CBOW's flat ``inputs``, ``offsets`` and ``column_sizes`` (the centres of a batch update together,
+        so their order does not change the step)."""
+        counts = self.mask.sum(1)  # (B,)
+        order = torch.argsort(counts, descending=True, stable=True)
+        counts, mask = counts[order], self.mask[order]
+        real_first = torch.argsort((~mask).to(torch.uint8), dim=1, stable=True)  # (B, S)
+        contexts, mask = self.contexts[order].gather(1, real_first), mask.gather(1, real_first)
+        labels = self.labels[order] if self.labels.dim() == 2 else self.labels
+        return Batch(self.targets[order], contexts, mask, self.rows[order], labels, self.valid[order],
+                     inputs=contexts[mask], offsets=counts.cumsum(0) - counts, column_sizes=mask.sum(0).tolist())
 
 
 @dataclass
@@ -208,7 +215,9 @@ class Chunk:
     read at its end (``raw_done``), its most context words (``widths``) and its deepest path (``depths``), so that
     :meth:`batch` trims each batch to its own sizes. Within a sorting window of batches, centres are ordered by
     their number of context words (then by Huffman path length), so that a batch pads to near-uniform widths.
-    CBOW's ``inputs``, ``starts (C,)`` and ``owners (I,)`` are relative to each centre's batch.
+    CBOW's ``inputs (I,)`` are the real context words centre after centre, ``starts (C,)`` where each centre's
+    start relative to its batch, ``column_sizes`` per batch; a batch's centres come in decreasing number of
+    context words.
     """
 
     targets: torch.Tensor
@@ -224,7 +233,7 @@ class Chunk:
     inputs: torch.Tensor | None = None
     input_ends: np.ndarray | None = None  # (B + 1,) where each batch's context words start in ``inputs``
     starts: torch.Tensor | None = None
-    owners: torch.Tensor | None = None
+    column_sizes: list[list[int]] | None = None
 
     def batch(self, b: int) -> Batch:
         """The ``b``-th batch, its slots trimmed to its most context words and its paths to its deepest."""
@@ -234,7 +243,7 @@ class Chunk:
         flat = {}
         if self.inputs is not None:
             flat_rows = slice(int(self.input_ends[b]), int(self.input_ends[b + 1]))
-            flat = dict(inputs=self.inputs[flat_rows], offsets=self.starts[rows], owners=self.owners[flat_rows])
+            flat = dict(inputs=self.inputs[flat_rows], offsets=self.starts[rows], column_sizes=self.column_sizes[b])
         return Batch(targets=self.targets[rows], contexts=self.contexts[rows, :width], mask=self.mask[rows, :width],
                      rows=self.rows[rows, columns], labels=labels, valid=self.valid[rows, columns], **flat)
 
@@ -336,15 +345,11 @@ class Word2VecTrainer:
         trains the chunk. Memory: ``O(chunk_words * window)``, whatever the corpus size."""
         cfg = self.config
         rng = np.random.default_rng([cfg.seed, *seed])
-        keep = rng.random(end - start, dtype=np.float32) < self.keep_probabilities[corpus.ids[start:end]]
-        kept = start + np.flatnonzero(keep)  # (K,) raw positions of the kept words
-        ids, sent = corpus.ids[kept], np.searchsorted(corpus.offsets, kept, side="right")  # (K,) word, sentence
-        centres = np.arange(len(ids))
-        reach = rng.integers(1, cfg.window + 1, size=len(centres), dtype=np.int32)  # R ~ U{1..window}, per centre
-        # a sentence's kept words are consecutive: the context is the run [lo, hi] around the centre, minus it
-        lo = np.maximum(-reach, np.searchsorted(sent, sent, side="left") - centres)  # (K,) <= 0
-        counts = np.minimum(reach, np.searchsorted(sent, sent, side="right") - 1 - centres) - lo  # (K,)
+        kept, ids, lo, counts = self._windows(corpus, start, end, rng)
         order = self._batch_order(np.flatnonzero(counts), counts, ids)  # word2vec.c skips a centre with no context
+        batch_of = np.arange(len(order)) // cfg.batch_words
+        if cfg.architecture == "cbow":  # within each batch, most context words first
+            order = order[np.argsort(batch_of * (2 * cfg.window + 1) - counts[order], kind="stable")]
         lo, counts = lo[order], counts[order]
         slot = np.arange(max(int(counts.max(initial=0)), 1))  # (S,)
         offset = lo[:, None] + slot  # (C, S) the k-th real slot's distance from its centre, centre skipped
@@ -361,14 +366,32 @@ class Word2VecTrainer:
         chunk = Chunk(targets=targets, contexts=torch.from_numpy(contexts), mask=torch.from_numpy(mask), rows=rows,
                       labels=labels, valid=valid, raw_done=reduce(kept[order]) + 1, widths=reduce(counts).tolist(),
                       depths=depths, batch_words=cfg.batch_words)
-        if cfg.architecture == "cbow":  # context words flat, their offsets and owners relative to their batch
+        if cfg.architecture == "cbow":  # context words flat, their offsets relative to their batch
             ends = np.cumsum(counts)
-            batch_of = np.arange(len(order)) // cfg.batch_words
             chunk.input_ends = np.append(0, ends[np.minimum(batch_starts + cfg.batch_words, len(order)) - 1])
             chunk.inputs = torch.from_numpy(contexts[mask])
             chunk.starts = torch.from_numpy(ends - counts - chunk.input_ends[batch_of])
-            chunk.owners = torch.from_numpy(np.repeat(np.arange(len(order)) % cfg.batch_words, counts))
+            sizes = np.add.reduceat(mask, batch_starts, axis=0) if len(order) else np.zeros((0, 1), dtype=int)
+            chunk.column_sizes = [row[:width].tolist() for row, width in zip(sizes, chunk.widths, strict=True)]
         return chunk
+
+    def _windows(self, corpus: EncodedCorpus, start: int, end: int, rng: np.random.Generator
+                 ) -> tuple[np.ndarray, ...]:
+        """The raw words ``[start, end)`` subsampled and the dynamic window of each kept one, ``(K,)`` each: raw
+        positions, word ids, ``lo`` (<= 0, the first context word's distance) and number of context words.
+        A sentence's kept words are consecutive: a context is the run ``[lo, lo + count]`` minus the centre,
+        ``R ~ U{1..window}`` words each side at most, within the sentence and the chunk."""
+        keep = rng.random(end - start, dtype=np.float32) < self.keep_probabilities[corpus.ids[start:end]]
+        kept = start + np.flatnonzero(keep)  # (K,) raw positions of the kept words
+        ids, sent = corpus.ids[kept], np.searchsorted(corpus.offsets, kept, side="right")  # (K,) word, sentence
+        centres = np.arange(len(ids))
+        reach = rng.integers(1, self.config.window + 1, size=len(centres), dtype=np.int32)  # R per centre
+        starts = np.flatnonzero(np.diff(sent, prepend=-1))  # (N,) where each sentence's kept words start
+        lengths = np.diff(starts, append=len(sent))  # (N,)
+        first = np.repeat(starts, lengths)  # (K,) the first kept word of each word's sentence
+        lo = np.maximum(-reach, first - centres)
+        counts = np.minimum(reach, first + np.repeat(lengths, lengths) - 1 - centres) - lo
+        return kept, ids, lo, counts
 
     def _batch_order(self, centres: np.ndarray, counts: np.ndarray, ids: np.ndarray) -> np.ndarray:
         """``centres (C,)`` reordered within each window of ``sort_batches`` batches by their number of context
@@ -414,9 +437,8 @@ class Word2VecTrainer:
         per row), ``targets (B,)`` the centres, ``negatives (B, K)`` their noise words (drawn here when None).
         Skip-gram: each real context word predicts its centre; CBOW: their mean does.
         """
-        rows, labels, valid = self._output_rows(targets, negatives)
-        flat = Batch.flat_inputs(contexts, mask) if self.config.architecture == "cbow" else {}
-        return self.step(Batch(targets, contexts, mask, rows, labels, valid, **flat), lr)
+        batch = Batch(targets, contexts, mask, *self._output_rows(targets, negatives))
+        return self.step(batch.by_context_size() if self.config.architecture == "cbow" else batch, lr)
 
     def step(self, batch: Batch, lr: float, with_loss: bool = True) -> float:
         """:meth:`update` on a prepared :class:`Batch` (what training runs); returns the summed loss (0.0 when
@@ -454,7 +476,8 @@ class Word2VecTrainer:
             g.mul_(self._node_cap(batch.rows, batch.valid))
         torch.mul(g.unsqueeze(2), h.unsqueeze(1), out=u)  # (B, T, D) g h, in u's place
         self.output_vectors.index_add_(0, rows, u.view(-1, dim))
-        self.input_vectors.index_add_(0, batch.inputs, grad_h.index_select(0, batch.owners))
+        for k, size in enumerate(batch.column_sizes):  # slot k of the first `size` centres: their errors, no copy
+            self.input_vectors.index_add_(0, batch.contexts[:size, k], grad_h[:size])
         return loss
 
     def _errors(self, logits: torch.Tensor, labels: torch.Tensor, live: torch.Tensor, lr: float, with_loss: bool

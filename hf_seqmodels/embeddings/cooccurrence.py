@@ -15,7 +15,7 @@ the corpus is read ``chunk_tokens`` tokens at a time; each chunk's pairs are sum
 sorted ``(key, count)`` entries (key ``i * V + j``); when the runs in memory hold more than
 ``max_entries`` entries they are merged into one run written to a temporary folder; at the end the
 runs are merged block of keys by block of keys (each block about ``max_entries`` entries of all
-runs, read through memory maps; the blocks' bounds are quantiles of the runs' keys) and written to a file read
+runs, read from the spilled files; the blocks' bounds are quantiles of the runs' keys) and written to a file read
 back at the end. Peak memory: the chunk's pairs, ``max_entries`` run entries and the
 result (16 bytes per non-zero entry); nothing else grows with the corpus (each chunk finds its tokens' sentences
 from the offsets).
@@ -145,6 +145,15 @@ def _spill(run: tuple[np.ndarray, np.ndarray], path: Path) -> tuple[np.ndarray, 
     return arrays[0], arrays[1]
 
 
+def _read(array: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """``array[start:stop]`` in RAM. A spilled run's slice is read from its file rather than through its memory map,
+    whose touched pages would stay mapped, and counted in the process's RSS, until the counting ends."""
+    if isinstance(array, np.memmap):
+        return np.fromfile(array.filename, dtype=array.dtype, count=stop - start,
+                           offset=array.offset + start * array.itemsize)
+    return np.asarray(array[start:stop])
+
+
 def _block_bounds(runs: list[tuple[np.ndarray, np.ndarray]], total: int, key_end: int,
                   max_entries: int) -> np.ndarray:
     """Key bounds ``[0, ..., key_end]`` of blocks of about ``max_entries`` run entries each: quantiles of every
@@ -179,7 +188,7 @@ def _merge_runs(runs: list[tuple[np.ndarray, np.ndarray]], vocab_size: int, max_
             parts = []
             for keys, values in runs:
                 a, b = np.searchsorted(keys, [low, high])
-                parts.append((np.asarray(keys[a:b]), np.asarray(values[a:b])))
+                parts.append((_read(keys, a, b), _read(values, a, b)))
             keys, values = _merge(parts)
             del parts
             (keys // vocab_size).astype(dtype).tofile(files[0])

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import torch
 
+try:  # torch >= 2.6 (is_fx_tracing, the older name, warns on every call)
+    from torch.fx._symbolic_trace import is_fx_symbolic_tracing as _fx_tracing
+except ImportError:  # pragma: no cover - older torch
+    from torch.fx._symbolic_trace import is_fx_tracing as _fx_tracing
+
 
 def is_tracing() -> bool:
     """Whether the current code is being traced (``torch.compile``, ``torch.export``, ONNX export, ``torch.jit``
     or ``torch.fx``) rather than run eagerly: value-reading checks and value-dependent shortcuts are off then."""
-    if torch.compiler.is_compiling() or torch.jit.is_tracing() or torch.jit.is_scripting():
-        return True
-    try:  # torch >= 2.6 (is_fx_tracing, the older name, warns on every call)
-        from torch.fx._symbolic_trace import is_fx_symbolic_tracing as fx_tracing
-    except ImportError:  # pragma: no cover - older torch
-        from torch.fx._symbolic_trace import is_fx_tracing as fx_tracing
-    return fx_tracing()
+    return torch.compiler.is_compiling() or torch.jit.is_tracing() or torch.jit.is_scripting() or _fx_tracing()
 
 
 def check_input_ids(input_ids: torch.Tensor | None, vocab_size: int, name: str = "input_ids",
@@ -38,7 +37,10 @@ def check_input_ids(input_ids: torch.Tensor | None, vocab_size: int, name: str =
         raise ValueError(f"`{name}` must hold integer token ids, got dtype {input_ids.dtype}.")
     if is_tracing():
         return
-    low, high = (int(v) for v in torch.aminmax(input_ids))  # one pass over the ids
+    if input_ids.numel() == 1:  # one token: a decoding step
+        low = high = int(input_ids.item())
+    else:
+        low, high = (int(v) for v in torch.aminmax(input_ids))  # one pass over the ids
     if low < 0 or high >= vocab_size:
         bad = low if low < 0 else high
         raise ValueError(
@@ -79,6 +81,14 @@ def current_mask(attention_mask: torch.Tensor | None, input_ids: torch.Tensor) -
     mask = attention_mask[:, -input_ids.shape[1] :]
     if is_tracing():
         return mask.bool()
+    if mask.dtype == torch.bool:
+        return None if bool(mask.all()) else mask
+    if not mask.dtype.is_floating_point and not mask.is_complex() and mask.numel() > 0:
+        low, high = (int(v) for v in torch.aminmax(mask))  # one pass: valid 0/1 values, and all ones?
+        if low == 1 and high == 1:
+            return None
+        if low >= 0 and high <= 1:
+            return mask.bool()
     check_mask_values(mask)
     mask = mask.bool()
     return None if bool(mask.all()) else mask

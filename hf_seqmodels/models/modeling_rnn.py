@@ -179,7 +179,7 @@ class RNNModel(RNNPreTrainedModel):
         words = self._embed(input_ids, char_input_ids, inputs_embeds)  # (B, T, E + C)
         batch, time = words.shape[:2]
         mask = current_mask(attention_mask, words[..., 0])
-        embeddings = self.dropout(words)
+        embeddings = self.dropout(words) if self.training else words  # nn.Dropout is the identity in eval
         initial = past_key_values.initial_or(batch) if past_key_values is not None else None
         if past_key_values is not None and past_key_values.record_past and time > 1:
             outputs, final, layers, steps = self._read_token_by_token(embeddings, initial, mask, output_hidden_states)
@@ -281,7 +281,7 @@ class RNNForCausalLM(RNNPreTrainedModel, StatefulGenerationMixin):
         outputs, state, hidden_states = self.model.encode(
             input_ids, attention_mask, given_cache(past_key_values, cache), char_input_ids, inputs_embeds,
             output_hidden_states)
-        hidden = self.dropout(outputs)
+        hidden = self.dropout(outputs) if self.training else outputs
         if self.output_projection is not None:
             hidden = self.output_projection(hidden)
         logits = self.lm_head(hidden)  # (B, T, V)

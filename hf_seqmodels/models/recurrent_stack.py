@@ -43,6 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
+from torch.nn.modules import module as _module
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers.modeling_layers import GradientCheckpointingLayer
 
@@ -74,6 +75,29 @@ def _build_rnn(cell_type: str, **kwargs) -> nn.RNNBase:
     if cell_type in ("rnn_tanh", "rnn_relu"):
         return nn.RNN(nonlinearity=cell_type[4:], **kwargs)
     raise ValueError(f"Invalid `cell_type`={cell_type!r}: expected one of {', '.join(CELL_TYPES)}.")
+
+
+# the kernels nn.LSTM, nn.GRU and nn.RNN call: (input, hx, weights, bias, layers, dropout, train, bidirectional,
+# batch_first) -> (output, h[, c])
+_KERNELS = {"lstm": torch.lstm, "gru": torch.gru, "rnn_tanh": torch.rnn_tanh, "rnn_relu": torch.rnn_relu}
+
+
+def _unwrapped(module: nn.Module) -> bool:
+    """Whether calling ``module`` is just its class's ``forward``: no hooks (forward hooks, accelerate's device and
+    offload hooks, which replace ``module.forward``, FSDP's) that a direct kernel call would skip."""
+    return not (module._forward_pre_hooks or module._forward_hooks or module._backward_hooks
+                or module._backward_pre_hooks or "forward" in module.__dict__ or _global_hooks())
+
+
+def _global_hooks() -> bool:
+    """Whether hooks registered for every module (``torch.nn.modules.module.register_module_forward_hook``...) exist."""
+    return bool(_module._global_forward_pre_hooks or _module._global_forward_hooks
+                or _module._global_backward_hooks or _module._global_backward_pre_hooks)
+
+
+def _call(function, *args):
+    """``function(*args)``: :class:`RecomputedCall` when it does not checkpoint, without a module call."""
+    return function(*args)
 
 
 class RecomputedCall(GradientCheckpointingLayer):
@@ -167,7 +191,9 @@ class RecurrentStack(nn.Module):
         """
         if state is None:
             state = self.initial_state(inputs.shape[0], inputs)
-        flat = self.recompute(self._run, inputs, mask, output_layers, *state)
+        recomputing = self.recompute.gradient_checkpointing and self.training and torch.is_grad_enabled()
+        run = self.recompute if recomputing else _call  # the checkpointing wrapper only when it checkpoints
+        flat = run(self._run, inputs, mask, output_layers, *state)
         n = self.num_state_tensors
         outputs, final = flat[0], tuple(s.transpose(0, 1) for s in flat[1 : 1 + n])
         return (outputs, final, tuple(flat[1 + n :])) if output_layers else (outputs, final)
@@ -212,6 +238,9 @@ class RecurrentStack(nn.Module):
         """``rnn`` (the stack or one layer) over ``inputs`` from ``torch_state``; returns outputs and the final
         state as a tuple, in torch's layout."""
         rnn_state = torch_state if has_cell_state(self.cell_type) else torch_state[0]
+        if mask is None and rnn is self.rnn and not self.looped and _unwrapped(rnn) and not is_tracing():
+            outputs, *final = self._fused_kernel(inputs, torch_state)
+            return outputs, tuple(final)
         if mask is None:
             outputs, final = rnn(inputs, rnn_state)
         elif self.looped:  # steps through time and applies the mask itself
@@ -219,6 +248,23 @@ class RecurrentStack(nn.Module):
         else:
             outputs, final = self._forward_masked(rnn, inputs, rnn_state, mask)
         return outputs, final if isinstance(final, tuple) else (final,)
+
+    def _fused_kernel(self, inputs, torch_state) -> tuple[torch.Tensor, ...]:
+        """The fused stack's kernel called directly on unpadded ``inputs`` ``(B, T, input_size)``: the same call
+        ``nn.LSTM``/``nn.GRU``/``nn.RNN.forward`` ends in, without its per-call Python (argument re-validation,
+        the check that the flat weight list is still current), which costs about as much as the kernel itself on
+        one decoding step of a small model. The weights are read from the module on every call, so a replaced or
+        reloaded parameter is always used. Returns ``(outputs, *final state)``, the state in torch's layout.
+        Arguments the kernel would not accept go through the module, which raises torch's error."""
+        rnn = self.rnn
+        expected = (self.num_layers * self.num_directions, inputs.shape[0], self.hidden_size)
+        if inputs.dim() != 3 or inputs.shape[-1] != self.input_size or any(s.shape != expected for s in torch_state):
+            outputs, final = rnn(inputs, torch_state if has_cell_state(self.cell_type) else torch_state[0])
+            return (outputs, *(final if isinstance(final, tuple) else (final,)))
+        weights = [getattr(rnn, name) for name in rnn._flat_weights_names]
+        kernel, state = _KERNELS[self.cell_type], (torch_state if self.cell_type == "lstm" else torch_state[0])
+        return kernel(inputs, state, weights, rnn.bias, rnn.num_layers, float(rnn.dropout), rnn.training,
+                      rnn.bidirectional, rnn.batch_first)
 
     @staticmethod
     def _forward_masked(rnn, inputs, rnn_state, mask):

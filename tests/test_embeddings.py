@@ -492,6 +492,8 @@ def test_a_batch_holds_centres_of_alike_context_counts_real_slots_first():
 
 def test_batch_size_defaults_per_architecture_and_trained_vectors_share_the_input_matrix(topic_corpus):
     assert Word2VecConfig().batch_words == 256 and Word2VecConfig(architecture="cbow").batch_words == 1024
+    assert Word2VecConfig(architecture="cbow", loss="hierarchical_softmax").batch_words == 512
+    assert Word2VecConfig().sort_batches == 64 and Word2VecConfig(architecture="cbow").sort_batches == 8
     assert Word2VecConfig(architecture="cbow", batch_words=64).batch_words == 64
     vocab = Vocabulary.from_files(topic_corpus, min_count=1)
     trainer = Word2VecTrainer(vocab, Word2VecConfig.from_preset("tiny", epochs=1))

@@ -71,10 +71,13 @@ class Word2VecConfig(PresetMixin):
 
     ``batch_words`` centre words share one update, in which the updates of a row add up: on a vocabulary
     of a few dozen words a frequent row gets many at once, so use a small value there (e.g. 64). The
-    defaults (256 skip-gram, 1024 CBOW) were the fastest per word on a 2-core AMD EPYC (skip-gram's batch
+    defaults (256 skip-gram; CBOW 1024 with negative sampling, 512 with hierarchical softmax, whose analogies
+    suffered at 1024) were the fastest per word on a 2-core AMD EPYC that kept the quality (skip-gram's batch
     temporaries, ``B x 2 window x D``, stay in cache; CBOW's are ``2 window`` times smaller, and its cost is
-    per-batch overhead). ``sort_batches`` batches of centres are sorted together by context size and path
-    length (:meth:`Word2VecTrainer._batch_order`; the default covers a whole chunk of ``chunk_words``).
+    per-batch overhead). ``sort_batches`` batches of centres are shuffled and sorted together by context size
+    and path length (:meth:`Word2VecTrainer._batch_order`); the default, 64 for skip-gram and 8 for CBOW,
+    sorts a whole chunk for skip-gram (its padded slots and paths 84 % real instead of 59 % with 8), while
+    CBOW, sorted by path length alone, would put the same frequent words in one batch.
     ``max_node_hits`` caps the summed update of a Huffman node within a batch (module docstring).
     ``workers`` threads train chunks of ``chunk_words`` raw words concurrently (1: reproducible).
 
@@ -106,10 +109,10 @@ class Word2VecConfig(PresetMixin):
     learning_rate: float | None = None  # None: 0.025 for skip-gram, 0.05 for CBOW
     min_learning_rate_ratio: float = 1e-4
     epochs: int = 5
-    batch_words: int | None = None  # None: 256 for skip-gram, 1024 for CBOW
+    batch_words: int | None = None  # None: 256 skip-gram, 1024 CBOW (512 with hierarchical softmax)
     max_node_hits: int = 64
     chunk_words: int = 16384
-    sort_batches: int = 64
+    sort_batches: int | None = None  # None: 64 for skip-gram, 8 for CBOW
     workers: int = 1
     seed: int = 0
 
@@ -118,7 +121,9 @@ class Word2VecConfig(PresetMixin):
         check_choice("loss", self.loss, LOSSES)
         check_choice("subsampling_formula", self.subsampling_formula, SUBSAMPLING_FORMULAS)
         if self.batch_words is None:
-            self.batch_words = 1024 if self.architecture == "cbow" else 256
+            self.batch_words = 256 if self.architecture == "skipgram" else 1024 if self.loss == "negative_sampling" else 512
+        if self.sort_batches is None:
+            self.sort_batches = 64 if self.architecture == "skipgram" else 8
         for name in ("vector_size", "window", "epochs", "batch_words", "max_node_hits", "chunk_words", "sort_batches", "workers"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -346,7 +351,7 @@ class Word2VecTrainer:
         cfg = self.config
         rng = np.random.default_rng([cfg.seed, *seed])
         kept, ids, lo, counts = self._windows(corpus, start, end, rng)
-        order = self._batch_order(np.flatnonzero(counts), counts, ids)  # word2vec.c skips a centre with no context
+        order = self._batch_order(np.flatnonzero(counts), counts, ids, rng)  # no context: skipped (word2vec.c)
         batch_of = np.arange(len(order)) // cfg.batch_words
         if cfg.architecture == "cbow":  # within each batch, most context words first
             order = order[np.argsort(batch_of * (2 * cfg.window + 1) - counts[order], kind="stable")]
@@ -393,20 +398,20 @@ class Word2VecTrainer:
         counts = np.minimum(reach, first + np.repeat(lengths, lengths) - 1 - centres) - lo
         return kept, ids, lo, counts
 
-    def _batch_order(self, centres: np.ndarray, counts: np.ndarray, ids: np.ndarray) -> np.ndarray:
-        """``centres (C,)`` reordered within each window of ``sort_batches`` batches by their number of context
-        words (``counts``; skip-gram pads its slots) and by the length of their Huffman path (hierarchical
-        softmax pads its paths), so that a batch pads to near-uniform widths. The centres of a batch update
-        together, so only which centres share a batch changes, and only within the window. CBOW with negative
-        sampling pads nothing: its centres keep the text's order."""
-        keys = []
+    def _batch_order(self, centres: np.ndarray, counts: np.ndarray, ids: np.ndarray, rng: np.random.Generator
+                     ) -> np.ndarray:
+        """``centres (C,)`` reordered within each window of ``sort_batches`` batches: shuffled, then sorted by
+        their number of context words (``counts``; skip-gram pads its slots) and by the length of their Huffman
+        path (hierarchical softmax pads its paths), so that a batch pads to near-uniform widths. The centres of
+        a batch update together from the same weights, so the shuffle keeps neighbouring centres, which share
+        context words, mostly in different batches (CBOW with negative sampling pads nothing: it is only
+        shuffled); only which centres share a batch changes, and only within the window."""
+        window = np.arange(len(centres)) // (self.config.batch_words * self.config.sort_batches)
+        keys = [rng.random(len(centres))]
         if self.config.loss == "hierarchical_softmax":
             keys.append(self.path_lengths_np[ids[centres]])
         if self.config.architecture == "skipgram":
             keys.append(counts[centres])
-        if not keys:
-            return centres
-        window = np.arange(len(centres)) // (self.config.batch_words * self.config.sort_batches)
         return centres[np.lexsort((*keys, window))]
 
     def _output_rows(self, targets: torch.Tensor, negatives: torch.Tensor | None = None,

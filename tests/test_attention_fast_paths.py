@@ -46,3 +46,20 @@ def test_feed_forward_dropout_still_drops_in_training_only():
     torch.testing.assert_close(ffn(x), ffn.fc2(ffn.activation(ffn.fc1(x))))
     plain = PositionwiseFeedForward(8, 16, dropout=0.0).train()
     torch.testing.assert_close(plain(x), plain.fc2(plain.activation(plain.fc1(x))))
+
+
+def test_add_norm_calls_its_dropout_only_when_it_can_drop():
+    from hf_seqmodels.models.transformer_layers import AddNorm
+
+    x, sublayer = torch.randn(2, 6, 8), torch.randn(2, 6, 8)
+    dropping = AddNorm(8, dropout=0.5, normalize_before=True, eps=1e-5).train()
+    assert not torch.equal(dropping(x, sublayer), x + sublayer)  # training with p > 0 drops
+    assert torch.equal(dropping.eval()(x, sublayer), x + sublayer)
+    calls = []
+    never = AddNorm(8, dropout=0.0, normalize_before=False, eps=1e-5).train()
+    never.dropout.register_forward_hook(lambda *args: calls.append(1))
+    torch.testing.assert_close(never(x, sublayer), nn.functional.layer_norm(x + sublayer, (8,), never.weight,
+                                                                            never.bias, 1e-5))
+    dropping.train().dropout.register_forward_hook(lambda *args: calls.append(2))
+    dropping(x, sublayer)
+    assert calls == [2], "dropout 0 is no call; dropout > 0 in training is one"

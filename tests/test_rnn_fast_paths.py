@@ -120,3 +120,13 @@ def test_a_hooked_or_replaced_module_forward_is_still_called():
     model.model.encoder.rnn.forward = lambda *args, **kwargs: calls.append("forward") or forward(*args, **kwargs)
     assert torch.equal(model(ids).logits, expected)
     assert calls == ["hook", "forward"], "a replaced forward (accelerate's hooks replace it) must be called"
+
+
+def test_target_checks_accept_ignored_positions_and_name_an_id_outside():
+    from hf_seqmodels.models.input_checks import check_target_ids
+
+    check_target_ids(torch.tensor([[0, 9, -100]]), 10)
+    check_target_ids(torch.tensor([[0, 9, 3]]), 10)  # all inside: the one-pass case
+    for bad in (10, -5):
+        with pytest.raises(ValueError, match=f"`labels` contains the token id {bad}, outside"):
+            check_target_ids(torch.tensor([[0, -100, bad]]), 10)

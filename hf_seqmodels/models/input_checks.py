@@ -161,5 +161,9 @@ def _check_label_rows(labels: torch.Tensor, logits: torch.Tensor, name: str) -> 
 
 def _first_outside(ids: torch.Tensor, size: int, ignore_index: int) -> int | None:
     """The first of ``ids`` outside ``[0, size)`` that is not ``ignore_index``, or None."""
+    if ids.numel() > 0 and not ids.is_floating_point() and ids.dtype != torch.bool and not ids.is_complex():
+        low, high = (int(v) for v in torch.aminmax(ids))  # one pass: all inside, the common case?
+        if low >= 0 and high < size:
+            return None
     wrong = (ids != ignore_index) & ((ids < 0) | (ids >= size))
     return ids[wrong][0].item() if bool(wrong.any()) else None

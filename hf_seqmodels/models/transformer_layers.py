@@ -36,7 +36,9 @@ class AddNorm(nn.LayerNorm):
         return super().forward(x) if self.normalize_before else x
 
     def forward(self, x: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
-        x = x + self.dropout(sublayer_output)
+        if self.training and self.dropout.p > 0:  # nn.Dropout is the identity otherwise: no call
+            sublayer_output = self.dropout(sublayer_output)
+        x = x + sublayer_output
         return x if self.normalize_before else super().forward(x)
 
 

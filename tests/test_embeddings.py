@@ -447,6 +447,54 @@ def test_negative_sampling_step_is_the_sum_of_word2vec_c_steps(architecture):
     torch.testing.assert_close(trainer.output_vectors, syn1neg)
 
 
+@pytest.mark.parametrize("loss", ["negative_sampling", "hierarchical_softmax"])
+def test_cbow_batch_of_several_centres_is_the_sum_of_word2vec_c_steps(loss):
+    """Centres of one CBOW batch update from the same weights: the batched step (context words added slot by
+    slot from the error rows, centres in decreasing context size) is the sum of word2vec.c's steps of each."""
+    vocab = Vocabulary(["a", "b", "c", "d", "e", "f"], [60, 30, 20, 10, 5, 2])
+    trainer = Word2VecTrainer(vocab, Word2VecConfig(architecture="cbow", loss=loss, vector_size=4, negative=2))
+    generator = torch.Generator().manual_seed(0)
+    trainer.input_vectors.copy_(torch.randn(6, 4, generator=generator))
+    trainer.output_vectors.copy_(torch.randn(len(trainer.output_vectors), 4, generator=generator) / 2)
+    syn0, syn1, tree = trainer.input_vectors.clone(), trainer.output_vectors.clone(), build_huffman_tree(vocab.counts)
+    centres = [([1], 0, [2, 3]), ([0, 2, 3], 4, [1, 4]), ([5, 0], 2, [0, 3])]  # (context, word, noise words)
+    change0, change1 = torch.zeros_like(syn0), torch.zeros_like(syn1)
+    for context, word, noise in centres:
+        if loss == "negative_sampling":
+            s0, s1 = _word2vec_c_negative_sampling(syn0, syn1, context, word, noise, 0.1)
+        else:
+            s0, s1 = _word2vec_c_hierarchical_softmax(syn0, syn1, context, word, tree, 0.1)
+        change0, change1 = change0 + s0 - syn0, change1 + s1 - syn1
+    contexts = torch.tensor([[1, 0, 0], [0, 2, 3], [5, 0, 0]])  # padded slots hold any word
+    mask = torch.tensor([[True, False, False], [True, True, True], [True, True, False]])
+    negatives = torch.tensor([noise for _, _, noise in centres]) if loss == "negative_sampling" else None
+    trainer.update(contexts, mask, torch.tensor([word for _, word, _ in centres]), lr=0.1, negatives=negatives)
+    torch.testing.assert_close(trainer.input_vectors, syn0 + change0)
+    torch.testing.assert_close(trainer.output_vectors, syn1 + change1)
+
+
+@pytest.mark.parametrize("loss", ["negative_sampling", "hierarchical_softmax"])
+def test_a_cbow_chunk_hands_each_batch_its_context_words_flat_and_by_decreasing_size(loss):
+    """Training's batches (cut from a chunk) carry the same flat context words, offsets and column sizes as a
+    batch prepared by :meth:`Batch.by_context_size`, which the step equations above are checked with."""
+    rng = np.random.default_rng(0)
+    sentences = [[f"w{i}" for i in rng.integers(0, 30, size=rng.integers(2, 12))] for _ in range(80)]
+    vocab = Vocabulary.from_sentences(sentences, min_count=1)
+    corpus = vocab.encode_sentences(sentences)
+    config = Word2VecConfig(architecture="cbow", loss=loss, vector_size=4, window=3, sample=0.0, batch_words=16)
+    trainer = Word2VecTrainer(vocab, config)
+    chunk = trainer._chunk(corpus, 0, len(corpus.ids), seed=(0, 0))
+    assert len(chunk.raw_done) > 3
+    for b in range(len(chunk.raw_done)):
+        batch = chunk.batch(b)
+        reference = batch.by_context_size()
+        assert torch.equal(batch.inputs, reference.inputs) and torch.equal(batch.offsets, reference.offsets)
+        assert batch.column_sizes == reference.column_sizes
+        mean = (trainer.input_vectors[batch.contexts] * batch.mask.unsqueeze(2)).sum(1) / batch.mask.sum(1, keepdim=True)
+        torch.testing.assert_close(torch.nn.functional.embedding_bag(batch.inputs, trainer.input_vectors,
+                                                                     batch.offsets, mode="mean"), mean)
+
+
 def test_a_chunk_reads_only_its_raw_words():
     """Subsampling and windows work chunk by chunk (memory bounded by ``chunk_words``, not the corpus): a
     window stops at its chunk's ends, and every real context word is in the chunk's window."""

@@ -18,7 +18,6 @@ loop's (:mod:`..core.loop`).
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,7 +59,7 @@ class LMTrainingArguments(EngineArguments):
     shuffle_windows: bool | None = field(default=None, metadata={"help": (
         "read fixed windows in a new random order every epoch (NNLM: context + block_size; Transformer LM: "
         "block_size) instead of carrying a state along the stream; not for recurrent models (default: recipe, "
-        "False)")})
+        "False)"), "nargs": "?", "const": True})  # a bare --shuffle_windows is True
 
     def check(self):
         super().check()
@@ -186,16 +185,13 @@ class LMTrainingLoop(TrainingLoop):
             text_column=self.stream_text_column, process_index=self.accelerator.process_index,
             num_processes=self.accelerator.num_processes)
 
-    def save_checkpoint(self) -> Path | None:
-        """The checkpoint, and for a streamed run this process's stream position beside it (written after the
-        checkpoint, atomically: a checkpoint without one resumes by reading the stream again up to its window)."""
-        path = super().save_checkpoint()
-        if path is not None and isinstance(self.batches, StreamingWindows):
-            target = stream_position_file(path, self.accelerator.process_index)
-            temporary = target.with_suffix(".tmp")
-            temporary.write_text(json.dumps(self.batches.position().to_dict()))
-            os.replace(temporary, target)
-        return path
+    def checkpoint_rank_files(self) -> dict[str, str] | None:
+        """A streamed run's position, ``stream-rank-{i}.json`` in the checkpoint (in its manifest, so verified on
+        resume like the weights)."""
+        if not isinstance(self.batches, StreamingWindows):
+            return None
+        name = stream_position_file(Path(), self.accelerator.process_index).name
+        return {name: json.dumps(self.batches.position().to_dict())}
 
     def maybe_resume(self) -> None:
         """Resume as the loop does; a streamed run then continues its stream from the saved position."""
@@ -206,7 +202,7 @@ class LMTrainingLoop(TrainingLoop):
         position = json.loads(saved.read_text()) if saved.is_file() else None
         if position is not None and position["windows"] == self.state.window:
             self.batches.restore(position)
-        elif self.state.window:
+        elif self.state.window:  # a checkpoint written before the positions were part of it
             logger.warning(f"{saved} is missing: reading the stream again up to window {self.state.window}.")
 
     def _state_kwargs(self, window: Window) -> dict[str, Any]:

@@ -204,8 +204,12 @@ def test_streamed_run_resumes_exactly(position_saved, files, tmp_path):
     main(command(files, tmp_path / "full", *extra))
     checkpoint = tmp_path / "full" / "checkpoint-4"
     assert json.loads(stream_position_file(checkpoint, 0).read_text())["windows"] == 4
-    if not position_saved:
+    assert "stream-rank-0.json" in json.loads((checkpoint / "manifest.json").read_text())["files"]
+    if not position_saved:  # a checkpoint written before the positions were in its manifest
         stream_position_file(checkpoint, 0).unlink()
+        manifest = json.loads((checkpoint / "manifest.json").read_text())
+        del manifest["files"]["stream-rank-0.json"]
+        (checkpoint / "manifest.json").write_text(json.dumps(manifest))
     resumed = main(command(files, tmp_path / "resumed", *extra, "--resume_from_checkpoint", str(checkpoint)))
     assert resumed["steps"] == 9
     assert losses(tmp_path / "resumed") == losses(tmp_path / "full")

@@ -253,12 +253,18 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
                                    optimizer=self.optimizer, scheduler=self.scheduler, trainer_state=self.state,
                                    recurrent_state=self.carried, save_total_limit=self.args.save_total_limit,
                                    optimizer_state=optimizer_state,
-                                   deepspeed_engine=self.model if self.deepspeed else None)
+                                   deepspeed_engine=self.model if self.deepspeed else None,
+                                   rank_files=self.checkpoint_rank_files())
         except CheckpointWriteError as error:  # disk full, read-only...: one line, exit status 1
             raise SystemExit(f"error: {error}") from error
         self.last_checkpoint_step, self.last_checkpoint = self.state.global_step, path
         logger.info(f"Saved checkpoint {path}")
         return path
+
+    def checkpoint_rank_files(self) -> dict[str, str] | None:
+        """This process's own files for the next checkpoint (``{file name: text}``; none by default): written
+        into it before its manifest, so a resumed run verifies them like the weights."""
+        return None
 
     def write_curves(self) -> None:
         if self.accelerator.is_main_process:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -339,6 +341,16 @@ def test_time_limit_stops_cleanly_and_resume_checks_the_layout(tokenizer, corpus
 
 
 # --------------------------------------------------------------------------- the command line
+
+
+def test_the_lm_command_line_leaves_the_fine_tuning_code_unimported():
+    """Every rank of a launch imports the LM command line: the fine-tuning helpers (and the ``evaluate`` they
+    pull in) load only when used, while ``hf_seqmodels.training`` still exports them."""
+    code = ("import sys, hf_seqmodels.training.lm.cli, hf_seqmodels.training as training; "
+            "print(sorted(m for m in ('evaluate', 'hf_seqmodels.training.finetune') if m in sys.modules)); "
+            "print(training.read_conll.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["[]", "hf_seqmodels.training.finetune.token_classification_data"]
 
 
 def test_config_overrides_are_typed_and_checked():

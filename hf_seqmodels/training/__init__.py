@@ -11,21 +11,30 @@
 * :mod:`.classic` – the n-gram LM and word embeddings, which are counted or trained by their own code.
 """
 
+import importlib
+from typing import Any
+
 from .core.arguments import EngineArguments
 from .core.loop import TrainingLoop
-from .finetune.qa_data import (
-    postprocess_predictions,
-    prepare_eval_features,
-    prepare_train_features,
-    read_squad_json,
-)
-from .finetune.token_classification_data import (
-    label_list,
-    predictions_to_tags,
-    read_conll,
-    tokenize_and_align_labels,
-)
 from .lm.trainer import LMTrainingArguments, evaluate_causal_lm, train_causal_lm
+
+#: the fine-tuning helpers, imported on first use: they pull in ``datasets`` and ``evaluate``, which a language-model
+#: or translation run (one per rank) would otherwise hold in memory without using them
+_LAZY = {
+    **dict.fromkeys(("postprocess_predictions", "prepare_eval_features", "prepare_train_features", "read_squad_json"),
+                    ".finetune.qa_data"),
+    **dict.fromkeys(("label_list", "predictions_to_tags", "read_conll", "tokenize_and_align_labels"),
+                    ".finetune.token_classification_data"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "EngineArguments",

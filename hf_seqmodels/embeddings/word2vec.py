@@ -153,7 +153,7 @@ class NegativeSampler:
     def sample(self, shape: tuple[int, ...], generator: np.random.Generator | None = None) -> torch.Tensor:
         """``shape`` noise word ids (int64) drawn with ``generator`` (numpy's; the sampler's own when None)."""
         generator = generator if generator is not None else self.generator
-        slot = generator.integers(len(self.alias), size=shape)
+        slot = generator.integers(len(self.alias), size=shape, dtype=np.int32)
         coin = generator.random(shape, dtype=np.float32)
         return torch.from_numpy(np.where(coin < self.threshold[slot], slot, self.alias[slot]))
 
@@ -170,7 +170,7 @@ def alias_table(probabilities: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         threshold[s], alias[s] = scaled[s], big
         scaled[big] -= 1.0 - scaled[s]
         (small if scaled[big] < 1.0 else large).append(big)
-    return threshold.astype(np.float32), alias  # slots left in either list keep threshold 1
+    return threshold.astype(np.float32), alias.astype(np.int32)  # slots left in either list keep threshold 1
 
 
 @dataclass
@@ -208,7 +208,8 @@ class Batch:
         contexts, mask = self.contexts[order].gather(1, real_first), mask.gather(1, real_first)
         labels = self.labels[order] if self.labels.dim() == 2 else self.labels
         return Batch(self.targets[order], contexts, mask, self.rows[order], labels, self.valid[order],
-                     inputs=contexts[mask], offsets=counts.cumsum(0) - counts, column_sizes=mask.sum(0).tolist())
+                     inputs=contexts[mask], offsets=(counts.cumsum(0) - counts).to(contexts.dtype),
+                     column_sizes=mask.sum(0).tolist())
 
 
 @dataclass
@@ -272,7 +273,7 @@ class Word2VecTrainer:
         else:
             self.output_vectors = torch.zeros(size - 1, dim)
             nodes, codes, mask = build_huffman_tree(vocab.counts).padded()  # (V, L) each
-            self.path_nodes, self.path_labels, self.path_mask = nodes, 1.0 - codes, mask  # labels 1 - d_j
+            self.path_nodes, self.path_labels, self.path_mask = nodes.int(), 1.0 - codes, mask  # labels 1 - d_j
             self.path_lengths = mask.sum(1).long()  # (V,)
             self.path_lengths_np = self.path_lengths.numpy()
         self.keep_probabilities = vocab.keep_probabilities(config.sample, config.subsampling_formula).astype(np.float32)
@@ -355,8 +356,9 @@ class Word2VecTrainer:
         batch_of = np.arange(len(order)) // cfg.batch_words
         if cfg.architecture == "cbow":  # within each batch, most context words first
             order = order[np.argsort(batch_of * (2 * cfg.window + 1) - counts[order], kind="stable")]
+        order = order.astype(np.int32)
         lo, counts = lo[order], counts[order]
-        slot = np.arange(max(int(counts.max(initial=0)), 1))  # (S,)
+        slot = np.arange(max(int(counts.max(initial=0)), 1), dtype=np.int32)  # (S,)
         offset = lo[:, None] + slot  # (C, S) the k-th real slot's distance from its centre, centre skipped
         offset += offset >= 0
         mask = slot < counts[:, None]  # (C, S) real slots first
@@ -372,10 +374,10 @@ class Word2VecTrainer:
                       labels=labels, valid=valid, raw_done=reduce(kept[order]) + 1, widths=reduce(counts).tolist(),
                       depths=depths, batch_words=cfg.batch_words)
         if cfg.architecture == "cbow":  # context words flat, their offsets relative to their batch
-            ends = np.cumsum(counts)
+            ends = np.cumsum(counts, dtype=np.int32)
             chunk.input_ends = np.append(0, ends[np.minimum(batch_starts + cfg.batch_words, len(order)) - 1])
             chunk.inputs = torch.from_numpy(contexts[mask])
-            chunk.starts = torch.from_numpy(ends - counts - chunk.input_ends[batch_of])
+            chunk.starts = torch.from_numpy((ends - counts - chunk.input_ends[batch_of]).astype(np.int32))
             sizes = np.add.reduceat(mask, batch_starts, axis=0) if len(order) else np.zeros((0, 1), dtype=int)
             chunk.column_sizes = [row[:width].tolist() for row, width in zip(sizes, chunk.widths, strict=True)]
         return chunk
@@ -388,14 +390,15 @@ class Word2VecTrainer:
         ``R ~ U{1..window}`` words each side at most, within the sentence and the chunk."""
         keep = rng.random(end - start, dtype=np.float32) < self.keep_probabilities[corpus.ids[start:end]]
         kept = start + np.flatnonzero(keep)  # (K,) raw positions of the kept words
-        ids, sent = corpus.ids[kept], np.searchsorted(corpus.offsets, kept, side="right")  # (K,) word, sentence
-        centres = np.arange(len(ids))
+        ids = corpus.ids[kept].astype(np.int32)  # (K,) word ids; int32 halves the chunk's index arrays
+        sent = np.searchsorted(corpus.offsets, kept, side="right")  # (K,) sentence
+        centres = np.arange(len(ids), dtype=np.int32)
         reach = rng.integers(1, self.config.window + 1, size=len(centres), dtype=np.int32)  # R per centre
         starts = np.flatnonzero(np.diff(sent, prepend=-1))  # (N,) where each sentence's kept words start
         lengths = np.diff(starts, append=len(sent))  # (N,)
-        first = np.repeat(starts, lengths)  # (K,) the first kept word of each word's sentence
+        first = np.repeat(starts, lengths).astype(np.int32)  # (K,) the first kept word of each word's sentence
         lo = np.maximum(-reach, first - centres)
-        counts = np.minimum(reach, first + np.repeat(lengths, lengths) - 1 - centres) - lo
+        counts = np.minimum(reach, first + np.repeat(lengths, lengths).astype(np.int32) - 1 - centres) - lo
         return kept, ids, lo, counts
 
     def _batch_order(self, centres: np.ndarray, counts: np.ndarray, ids: np.ndarray, rng: np.random.Generator

@@ -54,7 +54,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--min_count", type=int, default=5)
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--batch_words", type=int, default=None, help="our centre words per update (default: the "
-                   "trainer's, 256 skip-gram and 512 CBOW)")
+                   "trainer's, 256 skip-gram and 1024 CBOW)")
     add_common_args(p, repeats=1, warmup=0)
     p.set_defaults(threads=1)
     return p.parse_args()

@@ -42,8 +42,9 @@ RECIPE_OPTIMIZERS = ("sgd", "adamw_torch", "adamw_torch_fused")
 #: ``zaremba`` (constant, then times ``decay_factor`` each epoch from ``decay_start_epoch`` on) and ``noam``
 #: (Vaswani et al. 2017: ``learning_rate * d_model^-0.5 * min(s^-0.5, s * warmup_steps^-1.5)``)
 RECIPE_SCHEDULES = ("constant", "linear", "cosine", "zaremba", "noam")
-#: recipe keys that are not ``TrainingArguments`` fields: the LM's training context and the zaremba decay
-RECIPE_TASK_KEYS = ("bptt", "decay_start_epoch", "decay_factor")
+#: recipe keys that are not ``TrainingArguments`` fields: the LM's training context and window order, and the
+#: zaremba decay
+RECIPE_TASK_KEYS = ("bptt", "shuffle_windows", "decay_start_epoch", "decay_factor")
 _SCHEDULE_KEYS = {"zaremba": ("decay_start_epoch", "decay_factor")}
 _ADAM_KEYS = ("adam_beta1", "adam_beta2", "adam_epsilon")
 #: plausible peak learning rates per optimizer (noam: the peak its factor reaches, see :func:`peak_learning_rate`)

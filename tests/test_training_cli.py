@@ -90,6 +90,10 @@ def test_the_preset_recipe_fills_what_the_command_line_leaves_out(tmp_path):
     assert switched.learning_rate == 1e-3, "SGD's learning rate must not reach AdamW"
     assert switched.lr_scheduler_type == "linear" and switched.scheduler_kwargs == {}
     nano = lm_arguments([*base, "--model_family", "transformer_lm", "--preset", "nanogpt-cpu"])[2]
+    bare = base[:-2]  # no --model_family
+    alone = lm_arguments([*bare, "--preset", "nanogpt-cpu"])  # a preset only one family has names the family
+    assert alone[0].model_family == "transformer_lm" and alone[2].max_steps == 2000
+    assert lm_arguments([*bare, "--preset", "tiny"])[0].model_family == "rnn"  # every family has "tiny": the default
     assert (nano.max_steps, nano.optim, nano.block_size) == (2000, "adamw_torch_fused", 64)  # the whole command
     assert nano.shuffle_windows is False  # the task default
     gpu = lm_arguments([*base, "--model_family", "transformer_lm", "--preset", "nanogpt-shakespeare-char"])[2]

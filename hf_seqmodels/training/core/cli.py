@@ -101,8 +101,9 @@ def model_arguments(families: dict[str, type], default_family: str, default_toke
     fields = [
         ("model_name_or_path", str | None, field(default=None, metadata=help_(
             "a saved model folder to continue from (its config and weights)"))),
-        ("model_family", str, field(default=default_family, metadata=help_(
-            f"family of a new model: {', '.join(sorted(families))}"))),
+        ("model_family", str | None, field(default=None, metadata=help_(
+            f"family of a new model: {', '.join(sorted(families))} (default: the family of --preset where only one "
+            f"family has a preset of that name, else {default_family})"))),
         ("preset", str | None, field(default=None, metadata=help_(
             f"named config and training recipe of --model_family (e.g. {examples}; `hf-seqmodels presets` lists them)"))),
         ("config_name", str | None, field(default=None, metadata=help_(
@@ -124,6 +125,9 @@ def model_arguments(families: dict[str, type], default_family: str, default_toke
         ]
 
     def check(self) -> None:
+        if self.model_family is None:
+            owners = [name for name, config_class in families.items() if self.preset in config_class.PRESETS]
+            self.model_family = owners[0] if len(owners) == 1 and not self.model_name_or_path else default_family
         if self.model_family not in families:
             raise ValueError(f"Invalid `--model_family`={self.model_family!r}: expected one of "
                              f"{', '.join(sorted(families))}.")

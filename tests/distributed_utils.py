@@ -28,7 +28,7 @@ DEEPSPEED_LOG = "(DeepSpeed ZeRO stage 2)"
 
 
 def launch_two_cpu_processes(script: str, argv: list[str], launch_args: list[str] | None = None,
-                             env: dict[str, str] | None = None, timeout: int = 180,
+                             env: dict[str, str] | None = None, timeout: int = 600,
                              fsdp: bool = False, deepspeed: bool = False) -> subprocess.CompletedProcess:
     """``accelerate launch`` of ``training/<script>`` on 2 CPU processes, one thread each; fails the test
     with the end of the log if the run fails. ``launch_args`` default to ``--multi_gpu --num_processes 2``

@@ -287,6 +287,21 @@ def test_cli_reports_a_model_without_attention_without_a_heatmap(tmp_path):
     assert "| validation_bleu |" in card and not (tmp_path / "run" / "attention.png").exists()
 
 
+def test_a_predict_only_run_of_a_saved_model_writes_into_a_new_folder(tmp_path):
+    """--do_predict alone (as in transformers: no training) scores a saved model on the test pairs and writes its
+    translations and results into an output folder that does not exist yet."""
+    run_cli("transformer", tmp_path, [])
+    predicted = tmp_path / "predict"
+    results = seq2seq_main([
+        "--model_name_or_path", str(tmp_path / "run"), "--train_file", str(tmp_path / "train.tsv"),
+        "--validation_file", str(tmp_path / "valid.tsv"), "--test_file", str(tmp_path / "valid.tsv"),
+        "--source_lang", "src", "--target_lang", "tgt", "--do_predict", "--output_dir", str(predicted),
+        "--num_beams", "2", "--generation_max_length", "8", "--disable_tqdm"])
+    assert "steps" not in results and 0.0 <= results["test_bleu"] <= 100.0
+    assert len((predicted / "test_translations.tsv").read_text().splitlines()) == 7
+    assert json.loads((predicted / "predict_results.json").read_text())["test_bleu"] == results["test_bleu"]
+
+
 def run_cli(family: str, tmp_path, extra: list[str], corpus=reversal_corpus, max_steps: int = 3) -> dict:
     for split, n, seed in (("train", 48, 1), ("valid", 6, 2)):
         pairs = corpus(n, seed)

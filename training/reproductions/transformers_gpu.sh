@@ -31,7 +31,7 @@ fi
 python training/train_seq2seq.py --model_family transformer --preset transformer-multi30k \
     --train_source_file "$DATA/train.en.gz" --train_target_file "$DATA/train.de.gz" \
     --validation_source_file "$DATA/val.en.gz" --validation_target_file "$DATA/val.de.gz" \
-    --test_source_file "$DATA/test_2016_flickr.en.gz" --test_target_file "$DATA/test_2016_flickr.de.gz" --do_predict \
+    --test_source_file "$DATA/test_2016_flickr.en.gz" --test_target_file "$DATA/test_2016_flickr.de.gz" --do_train --do_eval --do_predict \
     --tokenizer_name runs/multi30k-tokenizer --max_tokens_per_batch 4096 --max_source_length 64 \
     --max_target_length 64 --eval_strategy steps --eval_steps 1000 --logging_steps 100 --max_eval_samples 200 \
     --num_beams 5 --generation_max_length 64 --max_time_minutes "$MINUTES_MT" \

@@ -178,11 +178,13 @@ def family_recipe(model_args, task: str | type | None = None) -> dict[str, Any]:
 
 def start_run(training_args: EngineArguments) -> Accelerator:
     """The run's ``Accelerator``, after the output-folder rule (:func:`.run_files.claim_output_dir`), checked by
-    the main process before anything is written into the folder."""
+    the main process before anything is written into the folder, which then exists for every action (training,
+    evaluation or prediction alone)."""
     accelerator = make_accelerator(training_args)
     if accelerator.is_main_process:
         claim_output_dir(training_args.output_dir, training_args.resume_from_checkpoint,
                          training_args.overwrite_output_dir)
+        Path(training_args.output_dir).mkdir(parents=True, exist_ok=True)
     accelerator.wait_for_everyone()
     return accelerator
 

@@ -44,7 +44,6 @@ class FinishedRun:
         """``--do_eval`` without ``--do_train``: the metrics of the model as it is, saved as ``eval_results.json``."""
         results = self.evaluate()
         if self.accelerator.is_main_process:
-            Path(self.args.output_dir).mkdir(parents=True, exist_ok=True)
             save_metrics(self.args.output_dir, "eval", results)
         return results
 

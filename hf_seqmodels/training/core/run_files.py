@@ -99,7 +99,6 @@ def write_trainer_state(output_dir: str | Path, *, global_step: int, epoch: floa
 def save_metrics(output_dir: str | Path, split: str, metrics: dict[str, Any]) -> Path:
     """``{split}_results.json`` and the merged ``all_results.json`` (as ``Trainer.save_metrics`` writes them)."""
     folder = Path(output_dir)
-    folder.mkdir(parents=True, exist_ok=True)
     write_json(folder / f"{split}_results.json", metrics)
     all_path = folder / "all_results.json"
     merged = json.loads(all_path.read_text(encoding="utf-8")) if all_path.is_file() else {}

@@ -140,7 +140,6 @@ def write_translations(output_dir: str, name: str, sources: list[str], hypothese
                        references: list[str]) -> Path:
     """``{name}_translations.tsv``: source, hypothesis and reference of every sentence."""
     path = Path(output_dir) / f"{name}_translations.tsv"
-    path.parent.mkdir(parents=True, exist_ok=True)  # a --do_predict-only run has written nothing there yet
     rows = ["source\thypothesis\treference"] + [
         "\t".join(t.replace("\t", " ") for t in row) for row in zip(sources, hypotheses, references, strict=True)]
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")

@@ -113,7 +113,8 @@ class StreamWindows:
 
 
 class ShuffledContextWindows:
-    """Fixed windows in a random order for the NNLM: ``n - 1`` context ids + a block of ``block_size`` tokens.
+    """Fixed windows in a random order: ``n - 1`` context ids (the NNLM; none for a Transformer LM) + a block of
+    ``block_size`` tokens.
 
     The stream is cut into ``(L - 1) // block_size`` blocks; block ``k`` has inputs
     ``ids[s:s+T]``, targets ``ids[s+1:s+1+T]`` (``s = k * T``) and context ``ids[s-n+1:s]`` (the
@@ -121,7 +122,7 @@ class ShuffledContextWindows:
     (``torch.Generator`` seeded with ``seed + epoch``, so a resumed run sees the same order) and
     batches ``global_batch_size`` blocks per window (an incomplete last batch is dropped); each
     process takes its contiguous block of rows of every batch. Only a model whose whole state is
-    its context (the NNLM) can be trained this way. ``ids`` may be a memory map: each batch gathers
+    its context (the NNLM) or that reads each window alone (a Transformer LM) can be trained this way. ``ids`` may be a memory map: each batch gathers
     only its own ids.
     """
 

@@ -178,7 +178,7 @@ def _warm_up(job: dict, vocab, corpus, config) -> None:
     else:
         small = EncodedCorpus(ids=corpus.ids[:2000], offsets=np.append(corpus.offsets[corpus.offsets < 2000], 2000),
                               raw_words=2000)
-        Word2VecTrainer(vocab, dataclasses.replace(config, vector_size=8, epochs=1, batch_words=16,
+        Word2VecTrainer(vocab, dataclasses.replace(config, vector_size=8, epochs=1,
                                                    chunk_words=256)).train(small, progress=False)
 
 

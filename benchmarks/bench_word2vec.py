@@ -53,8 +53,6 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--negatives", type=int, default=5)
     p.add_argument("--min_count", type=int, default=5)
     p.add_argument("--epochs", type=int, default=5)
-    p.add_argument("--batch_words", type=int, default=None, help="our centre words per update (default: the "
-                   "trainer's, 256 skip-gram and 1024 CBOW)")
     add_common_args(p, repeats=1, warmup=0)
     p.set_defaults(threads=1)
     return p.parse_args()
@@ -83,7 +81,7 @@ def main() -> None:
         config = Word2VecConfig(architecture=architecture, loss="negative_sampling", vector_size=args.vector_size,
                                 window=args.window, negative=args.negatives, sample=1e-3,
                                 subsampling_formula="word2vec_c", epochs=args.epochs,
-                                batch_words=args.batch_words, seed=args.seed)
+                                seed=args.seed)
         trained: dict[str, WordVectors] = {}
 
         def ours(config=config, trained=trained):

@@ -175,7 +175,7 @@ def _classic_listing(name: str) -> dict[str, Any]:
     presets = {}
     for preset in config_class.available_presets():
         resolved = dataclasses.asdict(config_class.from_preset(preset))
-        training = {k: resolved[k] for k in ("learning_rate", "epochs", "batch_size", "batch_words") if k in resolved}
+        training = {k: resolved[k] for k in ("learning_rate", "epochs", "batch_size") if k in resolved}
         per_word = vectors_per_word * resolved["vector_size"] if vectors_per_word else None
         presets[preset] = {"parameters": None, "parameters_per_word": per_word,
                            "settings": {**config_class.PRESETS[preset], **training}}

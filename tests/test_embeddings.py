@@ -97,7 +97,7 @@ def _chi_square(observed: np.ndarray, probabilities: np.ndarray) -> float:
 def test_negative_samples_follow_unigram_to_the_three_quarters():
     vocab = Vocabulary([f"w{i}" for i in range(6)], [1000, 400, 100, 30, 10, 3])
     sampler = NegativeSampler(vocab, power=0.75, generator=np.random.default_rng(0))
-    draws = sampler.sample((400, 500)).flatten().numpy()
+    draws = sampler.sample((400, 500)).flatten()
     observed = np.bincount(draws, minlength=6)
     counts = vocab.counts.astype(float)
     expected = counts**0.75 / (counts**0.75).sum()
@@ -162,7 +162,7 @@ def test_glove_weighting_function():
 def test_word2vec_separates_the_topics(topic_corpus, architecture, loss):
     vocab = Vocabulary.from_files(topic_corpus, min_count=1)
     config = Word2VecConfig(architecture=architecture, loss=loss, vector_size=16, window=3, sample=0.0,
-                            epochs=3, batch_words=64, seed=0)
+                            epochs=3, seed=0)
     trainer = Word2VecTrainer(vocab, config)
     vectors = trainer.train(vocab.encode_files(topic_corpus), progress=False)
     assert_topics_separate(vectors)
@@ -323,6 +323,9 @@ def test_command_line_writes_vectors_and_analogy_accuracy(topic_corpus, tmp_path
               "hierarchical_softmax", "--vector_size", "8", "--num_train_epochs", "1", "--min_count", "1",
               "--output_dir", str(out)])
     assert WordVectors.load(out).metadata["loss"] == "hierarchical_softmax"
+    with pytest.raises(ValueError, match=r"--per_device_train_batch_size=8 applies to glove only"):
+        cli_main(["--train_file", topic_corpus, "--method", "word2vec", "--per_device_train_batch_size", "8",
+                  "--min_count", "1", "--output_dir", str(tmp_path / "w2v-batch")])
 
 
 def test_named_presets_build_and_the_tiny_ones_learn_the_topics(topic_corpus):
@@ -344,9 +347,8 @@ def test_named_presets_build_and_the_tiny_ones_learn_the_topics(topic_corpus):
 
 @pytest.mark.parametrize("architecture", ["skipgram", "cbow"])
 def test_hierarchical_softmax_stays_finite_on_a_zipfian_corpus(tmp_path, architecture):
-    """The inner nodes near the Huffman root lie on almost every word's path: summing their updates over a
-    batch of a Zipfian text (as natural text is) diverges to NaN unless a node's summed update is capped
-    (``max_node_hits``)."""
+    """The inner nodes near the Huffman root lie on almost every word's path of a Zipfian text (as natural text
+    is): word2vec.c's one-step-at-a-time updates keep them finite."""
     rng = np.random.default_rng(0)
     size = 3000
     p = 1.0 / np.arange(1, size + 1)
@@ -358,7 +360,7 @@ def test_hierarchical_softmax_stays_finite_on_a_zipfian_corpus(tmp_path, archite
 
 
 # ------------------------------------------------------------------------------------------------
-# One update step against word2vec.c's equations, written out by hand
+# The training steps against word2vec.c's equations, written out by hand
 # ------------------------------------------------------------------------------------------------
 
 
@@ -381,30 +383,6 @@ def _word2vec_c_hierarchical_softmax(syn0, syn1, context, word, tree, alpha):
     return syn0, syn1
 
 
-@pytest.mark.parametrize("architecture", ["skipgram", "cbow"])
-def test_hierarchical_softmax_step_matches_word2vec_c(architecture):
-    vocab = Vocabulary(["a", "b", "c", "d", "e"], [50, 20, 10, 5, 2])
-    trainer = Word2VecTrainer(vocab, Word2VecConfig(architecture=architecture, loss="hierarchical_softmax",
-                                                    vector_size=4, window=2))
-    generator = torch.Generator().manual_seed(0)
-    trainer.input_vectors.copy_(torch.randn(5, 4, generator=generator))
-    trainer.output_vectors.copy_(torch.randn(4, 4, generator=generator))
-    trainer.output_vectors[3] *= 20  # the root: scores beyond ±6, where word2vec.c makes no step
-    tree = build_huffman_tree(vocab.counts)
-    context, word = ([2], 4) if architecture == "skipgram" else ([0, 2, 3], 4)
-    syn0, syn1 = _word2vec_c_hierarchical_softmax(trainer.input_vectors, trainer.output_vectors, context, word,
-                                                  tree, alpha=0.1)
-    assert abs(float(trainer.input_vectors[context].mean(0) @ trainer.output_vectors[3])) >= 6
-    assert not torch.equal(syn1[:3], trainer.output_vectors[:3])  # the other three nodes of the path move
-    if architecture == "skipgram":  # one centre, one context word
-        trainer.update(torch.tensor([context]), torch.tensor([[True]]), torch.tensor([word]), lr=0.1)
-    else:  # one centre, its context in 4 slots of which 3 are real
-        trainer.update(torch.tensor([[*context, 1]]), torch.tensor([[True, True, True, False]]), torch.tensor([word]),
-                       lr=0.1)
-    torch.testing.assert_close(trainer.input_vectors, syn0)
-    torch.testing.assert_close(trainer.output_vectors, syn1)
-
-
 def _word2vec_c_negative_sampling(syn0, syn1neg, context, word, negatives, alpha):
     """word2vec.c's negative-sampling step for one input (the mean of the ``context`` rows): the target
     ``word`` with label 1, then each noise word with label 0, skipping a noise word equal to the target."""
@@ -422,127 +400,97 @@ def _word2vec_c_negative_sampling(syn0, syn1neg, context, word, negatives, alpha
     return syn0, syn1neg
 
 
+def _trainer(architecture, loss, vocab, seed=0, scale=1.0):
+    trainer = Word2VecTrainer(vocab, Word2VecConfig(architecture=architecture, loss=loss, vector_size=4, negative=3))
+    generator = torch.Generator().manual_seed(seed)
+    trainer.input_vectors.copy_(torch.randn(len(vocab), 4, generator=generator))
+    trainer.output_vectors.copy_(torch.randn(len(trainer.output_vectors), 4, generator=generator) * scale)
+    return trainer
+
+
 @pytest.mark.parametrize("architecture", ["skipgram", "cbow"])
-def test_negative_sampling_step_is_the_sum_of_word2vec_c_steps(architecture):
-    """A centre's context words share its noise words: skip-gram's batched step is the sum of word2vec.c's
-    steps of its (context, centre) pairs taken from the same weights; CBOW's is word2vec.c's step of the mean."""
+def test_hierarchical_softmax_step_matches_word2vec_c(architecture):
     vocab = Vocabulary(["a", "b", "c", "d", "e"], [50, 20, 10, 5, 2])
-    trainer = Word2VecTrainer(vocab, Word2VecConfig(architecture=architecture, vector_size=4, negative=3))
-    generator = torch.Generator().manual_seed(0)
-    trainer.input_vectors.copy_(torch.randn(5, 4, generator=generator))
-    trainer.output_vectors.copy_(torch.randn(5, 4, generator=generator))
-    context, word, negatives = [0, 2, 3], 4, [1, 4, 2]  # the second noise word is the target: skipped
+    trainer = _trainer(architecture, "hierarchical_softmax", vocab)
+    trainer.output_vectors[3] *= 20  # the root: scores beyond ±6, where word2vec.c makes no step
+    tree = build_huffman_tree(vocab.counts)
+    # one centre ("e", 4) in a run of words; skip-gram: one context word before it, CBOW: two before, one after
     if architecture == "skipgram":
-        steps = [_word2vec_c_negative_sampling(trainer.input_vectors, trainer.output_vectors, [c], word, negatives,
-                                               0.1) for c in context]
-        syn0 = trainer.input_vectors + sum(s0 - trainer.input_vectors for s0, _ in steps)
-        syn1neg = trainer.output_vectors + sum(s1 - trainer.output_vectors for _, s1 in steps)
+        context, ids, lo, counts = [2], [2, 4], [0, -1], [0, 1]
     else:
-        syn0, syn1neg = _word2vec_c_negative_sampling(trainer.input_vectors, trainer.output_vectors, context, word,
-                                                      negatives, 0.1)
-    loss = trainer.update(torch.tensor([[*context, 1]]), torch.tensor([[True, True, True, False]]),
-                          torch.tensor([word]), lr=0.1, negatives=torch.tensor([negatives]))
-    assert loss > 0
+        context, ids, lo, counts = [0, 2, 3], [0, 2, 4, 3], [0, 0, -2, 0], [0, 0, 3, 0]
+    syn0, syn1 = _word2vec_c_hierarchical_softmax(trainer.input_vectors, trainer.output_vectors, context, 4,
+                                                  tree, alpha=0.1)
+    assert abs(float(trainer.input_vectors[context].mean(0) @ trainer.output_vectors[3])) >= 6
+    assert not torch.equal(syn1[:3], trainer.output_vectors[:3])  # the other three nodes of the path move
+    loss, predictions = trainer.update(np.array(ids), np.array(lo), np.array(counts), lr=0.1)
+    assert loss > 0 and predictions == 1
     torch.testing.assert_close(trainer.input_vectors, syn0)
-    torch.testing.assert_close(trainer.output_vectors, syn1neg)
+    torch.testing.assert_close(trainer.output_vectors, syn1)
 
 
+@pytest.mark.parametrize("architecture", ["skipgram", "cbow"])
 @pytest.mark.parametrize("loss", ["negative_sampling", "hierarchical_softmax"])
-def test_cbow_batch_of_several_centres_is_the_sum_of_word2vec_c_steps(loss):
-    """Centres of one CBOW batch update from the same weights: the batched step (context words added slot by
-    slot from the error rows, centres in decreasing context size) is the sum of word2vec.c's steps of each."""
+def test_a_run_of_centres_takes_word2vec_c_steps_one_after_another(architecture, loss):
+    """Training walks a run of words centre after centre: skip-gram makes one step per context word (each with
+    its own noise words, in order), CBOW one per centre; each step starts from the weights the last one left,
+    as in word2vec.c. Windows of different sizes, a noise word equal to the target, a centre with no context."""
     vocab = Vocabulary(["a", "b", "c", "d", "e", "f"], [60, 30, 20, 10, 5, 2])
-    trainer = Word2VecTrainer(vocab, Word2VecConfig(architecture="cbow", loss=loss, vector_size=4, negative=2))
-    generator = torch.Generator().manual_seed(0)
-    trainer.input_vectors.copy_(torch.randn(6, 4, generator=generator))
-    trainer.output_vectors.copy_(torch.randn(len(trainer.output_vectors), 4, generator=generator) / 2)
-    syn0, syn1, tree = trainer.input_vectors.clone(), trainer.output_vectors.clone(), build_huffman_tree(vocab.counts)
-    centres = [([1], 0, [2, 3]), ([0, 2, 3], 4, [1, 4]), ([5, 0], 2, [0, 3])]  # (context, word, noise words)
-    change0, change1 = torch.zeros_like(syn0), torch.zeros_like(syn1)
-    for context, word, noise in centres:
+    trainer = _trainer(architecture, loss, vocab, seed=1, scale=0.5)
+    tree = build_huffman_tree(vocab.counts)
+    ids, lo, counts = [1, 0, 2, 4, 3, 5, 0], [0, -1, -2, -1, 0, -3, -1], [1, 2, 3, 2, 0, 3, 1]
+    lr = np.array([0.1, 0.09, 0.08, 0.07, 0.06, 0.05, 0.04], dtype=np.float32)
+    pairs = [(i, j) for i in range(len(ids)) for j in range(i + lo[i], i + lo[i] + counts[i] + 1) if j != i]
+    steps = pairs if architecture == "skipgram" else [(i, None) for i in range(len(ids)) if counts[i]]
+    noise = np.random.default_rng(0).integers(0, 6, size=(len(steps), 3)).astype(np.int32)
+    noise[0, 1] = ids[steps[0][0]]  # a noise word equal to the target: skipped
+    syn0, syn1 = trainer.input_vectors.clone(), trainer.output_vectors.clone()
+    for p, (i, j) in enumerate(steps):
+        context = [ids[j]] if j is not None else [ids[k] for k in range(i + lo[i], i + lo[i] + counts[i] + 1) if k != i]
         if loss == "negative_sampling":
-            s0, s1 = _word2vec_c_negative_sampling(syn0, syn1, context, word, noise, 0.1)
+            syn0, syn1 = _word2vec_c_negative_sampling(syn0, syn1, context, ids[i], noise[p].tolist(), float(lr[i]))
         else:
-            s0, s1 = _word2vec_c_hierarchical_softmax(syn0, syn1, context, word, tree, 0.1)
-        change0, change1 = change0 + s0 - syn0, change1 + s1 - syn1
-    contexts = torch.tensor([[1, 0, 0], [0, 2, 3], [5, 0, 0]])  # padded slots hold any word
-    mask = torch.tensor([[True, False, False], [True, True, True], [True, True, False]])
-    negatives = torch.tensor([noise for _, _, noise in centres]) if loss == "negative_sampling" else None
-    trainer.update(contexts, mask, torch.tensor([word for _, word, _ in centres]), lr=0.1, negatives=negatives)
-    torch.testing.assert_close(trainer.input_vectors, syn0 + change0)
-    torch.testing.assert_close(trainer.output_vectors, syn1 + change1)
+            syn0, syn1 = _word2vec_c_hierarchical_softmax(syn0, syn1, context, ids[i], tree, float(lr[i]))
+    total, predictions = trainer.update(np.array(ids), np.array(lo), np.array(counts), lr,
+                                        noise=noise if loss == "negative_sampling" else None, loss_centres=3)
+    assert predictions == sum(1 for i, _ in steps if i < 3) and total > 0
+    torch.testing.assert_close(trainer.input_vectors, syn0)
+    torch.testing.assert_close(trainer.output_vectors, syn1)
 
 
-@pytest.mark.parametrize("loss", ["negative_sampling", "hierarchical_softmax"])
-def test_a_cbow_chunk_hands_each_batch_its_context_words_flat_and_by_decreasing_size(loss):
-    """Training's batches (cut from a chunk) carry the same flat context words, offsets and column sizes as a
-    batch prepared by :meth:`Batch.by_context_size`, which the step equations above are checked with."""
-    rng = np.random.default_rng(0)
-    sentences = [[f"w{i}" for i in rng.integers(0, 30, size=rng.integers(2, 12))] for _ in range(80)]
-    vocab = Vocabulary.from_sentences(sentences, min_count=1)
-    corpus = vocab.encode_sentences(sentences)
-    config = Word2VecConfig(architecture="cbow", loss=loss, vector_size=4, window=3, sample=0.0, batch_words=16)
-    trainer = Word2VecTrainer(vocab, config)
-    chunk = trainer._chunk(corpus, 0, len(corpus.ids), seed=(0, 0))
-    assert len(chunk.raw_done) > 3
-    for b in range(len(chunk.raw_done)):
-        batch = chunk.batch(b)
-        reference = batch.by_context_size()
-        assert torch.equal(batch.inputs, reference.inputs) and torch.equal(batch.offsets, reference.offsets)
-        assert batch.column_sizes == reference.column_sizes
-        mean = (trainer.input_vectors[batch.contexts] * batch.mask.unsqueeze(2)).sum(1) / batch.mask.sum(1, keepdim=True)
-        torch.testing.assert_close(torch.nn.functional.embedding_bag(batch.inputs, trainer.input_vectors,
-                                                                     batch.offsets, mode="mean"), mean)
+def test_the_interpolated_sigmoid_is_within_2e_6_of_the_exact_one():
+    from hf_seqmodels.embeddings.word2vec_steps import _sigmoid
+
+    for f in np.concatenate([np.linspace(-8, 8, 2001), [-6.0, np.nextafter(6.0, 0.0), 6.0, -5.9999995]]):
+        f = np.float32(f)
+        assert abs(_sigmoid(f) - 1 / (1 + math.exp(-float(f)))) < 2e-6, f
+
+
+def test_noise_words_of_the_wrong_shape_are_refused():
+    vocab = Vocabulary(["a", "b", "c"], [5, 3, 2])
+    trainer = Word2VecTrainer(vocab, Word2VecConfig(architecture="skipgram", vector_size=4, negative=2))
+    with pytest.raises(ValueError, match=r"`noise`.*\(3, 2\)"):  # 3 (context, centre) pairs, 2 noise words each
+        trainer.update(np.array([0, 1, 2]), np.array([0, -1, -1]), np.array([1, 1, 1]), lr=0.1,
+                       noise=np.zeros((2, 2), dtype=np.int32))
 
 
 def test_a_chunk_reads_only_its_raw_words():
     """Subsampling and windows work chunk by chunk (memory bounded by ``chunk_words``, not the corpus): a
-    window stops at its chunk's ends, and every real context word is in the chunk's window."""
+    window stops at its chunk's ends and reaches at most ``window`` words each side."""
     words = [f"w{i}" for i in range(100)]
     vocab = Vocabulary.from_sentences([words], min_count=1)  # ties keep first occurrence: w_i has id i
     corpus = vocab.encode_sentences([words])
     trainer = Word2VecTrainer(vocab, Word2VecConfig(vector_size=4, window=3, sample=0.0, chunk_words=10))
-    for index in range(10):
-        chunk = trainer._chunk(corpus, 10 * index, 10 * index + 10, seed=(0, index))
-        assert sorted(chunk.targets.tolist()) == list(range(10 * index, 10 * index + 10))
-        batch = chunk.batch(0)
-        centres = batch.targets.unsqueeze(1).expand_as(batch.contexts)[batch.mask]
-        contexts = batch.contexts[batch.mask]
-        assert (contexts // 10 == index).all() and (contexts != centres).all()
-        assert ((contexts - centres).abs() <= 3).all()
-        assert chunk.raw_done[-1] == 10 * index + 10
-
-
-def test_a_batch_holds_centres_of_alike_context_counts_real_slots_first():
-    """Centres are sorted by their number of context words within a window of ``sort_batches`` batches, so a
-    batch pads its slots only to its own widest centre; each centre's real context words come first, and
-    every (centre, context) pair of the windows is still there once."""
     rng = np.random.default_rng(0)
-    sentences = [[f"w{i}" for i in rng.integers(0, 30, size=rng.integers(2, 12))] for _ in range(60)]
-    vocab = Vocabulary.from_sentences(sentences, min_count=1)
-    corpus = vocab.encode_sentences(sentences)
-    pairs_of = {}
-    for sort_batches in (1, 8):
-        config = Word2VecConfig(vector_size=4, window=4, sample=0.0, batch_words=16, sort_batches=sort_batches)
-        chunk = Word2VecTrainer(vocab, config)._chunk(corpus, 0, len(corpus.ids), seed=(0, 0))
-        pairs, widths = [], []
-        for b in range(len(chunk.raw_done)):
-            batch = chunk.batch(b)
-            mask = batch.mask
-            assert mask.any(1).all() and (mask.cummin(1).values == mask).all()  # real slots first
-            widths.append(mask.shape[1] * len(mask))
-            centres = batch.targets.unsqueeze(1).expand_as(mask)[mask]
-            pairs += list(zip(centres.tolist(), batch.contexts[mask].tolist(), strict=True))
-        pairs_of[sort_batches] = (sorted(pairs), sum(widths))
-    assert pairs_of[1][0] == pairs_of[8][0]
-    assert pairs_of[8][1] < pairs_of[1][1]  # fewer padded slots
+    for index in range(10):
+        kept, ids, lo, counts = trainer._windows(corpus, 10 * index, 10 * index + 10, rng)
+        assert ids.tolist() == list(range(10 * index, 10 * index + 10))  # no subsampling: every word kept
+        first, last = np.arange(10) + lo, np.arange(10) + lo + counts
+        assert (first >= 0).all() and (last <= 9).all() and (lo >= -3).all() and (last - np.arange(10) <= 3).all()
+        assert (counts >= 1).all()
 
 
-def test_batch_size_defaults_per_architecture_and_trained_vectors_share_the_input_matrix(topic_corpus):
-    assert Word2VecConfig().batch_words == 256 and Word2VecConfig(architecture="cbow").batch_words == 1024
-    assert Word2VecConfig(architecture="cbow", loss="hierarchical_softmax").batch_words == 512
-    assert Word2VecConfig().sort_batches == 64 and Word2VecConfig(architecture="cbow").sort_batches == 8
-    assert Word2VecConfig(architecture="cbow", batch_words=64).batch_words == 64
+def test_trained_vectors_share_the_input_matrix(topic_corpus):
     vocab = Vocabulary.from_files(topic_corpus, min_count=1)
     trainer = Word2VecTrainer(vocab, Word2VecConfig.from_preset("tiny", epochs=1))
     vectors = trainer.train(vocab.encode_files(topic_corpus), progress=False)
@@ -550,32 +498,12 @@ def test_batch_size_defaults_per_architecture_and_trained_vectors_share_the_inpu
     assert trainer.word_vectors().vectors.data_ptr() != trainer.input_vectors.data_ptr()  # a copy on demand
 
 
-def test_worker_threads_train_and_leave_torch_threads_as_they_were(topic_corpus):
+def test_worker_threads_train_the_shared_matrices(topic_corpus):
     vocab = Vocabulary.from_files(topic_corpus, min_count=1)
-    config = Word2VecConfig(vector_size=16, window=3, sample=0.0, epochs=3, batch_words=64, chunk_words=512,
-                            workers=2)
-    threads = torch.get_num_threads()
+    config = Word2VecConfig(vector_size=16, window=3, sample=0.0, epochs=3, chunk_words=512, workers=2)
     assert_topics_separate(Word2VecTrainer(vocab, config).train(vocab.encode_files(topic_corpus), progress=False))
-    assert torch.get_num_threads() == threads
     with pytest.raises(ValueError, match="`workers`=0"):
         Word2VecConfig(workers=0)
-
-
-def test_a_node_hit_more_than_max_node_hits_times_in_a_batch_moves_by_a_capped_sum():
-    vocab = Vocabulary(["a", "b", "c", "d"], [40, 30, 20, 10])
-    trainer = Word2VecTrainer(vocab, Word2VecConfig(loss="hierarchical_softmax", vector_size=3, max_node_hits=1))
-    generator = torch.Generator().manual_seed(1)
-    trainer.input_vectors.copy_(torch.randn(4, 3, generator=generator))
-    trainer.output_vectors.copy_(torch.randn(3, 3, generator=generator))
-    tree = build_huffman_tree(vocab.counts)
-    steps = [_word2vec_c_hierarchical_softmax(trainer.input_vectors, trainer.output_vectors, [c], 3, tree, 0.1)
-             for c in (0, 1)]  # two examples, same target: every node of its path is hit twice
-    input_change = sum(syn0 - trainer.input_vectors for syn0, _ in steps)
-    node_change = sum(syn1 - trainer.output_vectors for _, syn1 in steps)
-    expected_inputs, expected_nodes = trainer.input_vectors + input_change, trainer.output_vectors + node_change / 2
-    trainer.update(torch.tensor([[0, 1]]), torch.tensor([[True, True]]), torch.tensor([3]), lr=0.1)  # skip-gram
-    torch.testing.assert_close(trainer.input_vectors, expected_inputs)  # inputs: the plain sum
-    torch.testing.assert_close(trainer.output_vectors, expected_nodes)  # nodes: capped at 1 step's worth
 
 
 def test_streamed_cooccurrence_counts_with_spilled_runs_equal_counting_at_once():

@@ -124,7 +124,7 @@ FIELD_RANGES: dict[str, str] = {
                      "char_embedding_size", "char_hidden_size", "char_kernel_size", "char_max_word_length",
                      "init_range", "initializer_range", "layer_norm_eps", "classifier_max_norm",
                      # word embeddings and n-grams
-                     "vector_size", "window", "epochs", "batch_words", "batch_size", "chunk_words", "max_node_hits",
+                     "vector_size", "window", "epochs", "batch_size", "chunk_words",
                      "order", "x_max", "alpha", "learning_rate", "k"), "positive"),
     **dict.fromkeys(("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "dropout",
                      "attention_dropout", "activation_dropout", "label_smoothing"), "probability"),

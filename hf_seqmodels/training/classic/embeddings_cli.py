@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--learning_rate", type=float, default=None,
                         help="word2vec: initial SGD rate (0.025 skip-gram, 0.05 CBOW); glove: AdaGrad rate (0.05)")
     common.add_argument("--per_device_train_batch_size", type=int, default=None,
-                        help="word2vec: centre words per update (512); glove: co-occurrences per update (512)")
+                        help="glove: co-occurrences per update (512); word2vec steps one prediction at a time")
     common.add_argument("--seed", type=int, default=0)
     common.add_argument("--num_threads", type=int, default=None, help="torch threads (default: torch's)")
     w2v = p.add_argument_group("word2vec")
@@ -90,10 +90,13 @@ def train(args: argparse.Namespace):
         return train_svd(args.train_file, config, vocab=vocab)
     corpus = vocab.encode_files(args.train_file)
     if args.method == "word2vec":
+        if args.per_device_train_batch_size is not None:
+            raise ValueError(f"--per_device_train_batch_size={args.per_device_train_batch_size} applies to glove only: "
+                             "word2vec takes word2vec.c's steps one prediction at a time; leave it out")
         config = Word2VecConfig(architecture=args.architecture, loss=args.loss, vector_size=args.vector_size,
                                 window=window, negative=args.negatives, sample=args.sample,
                                 subsampling_formula=args.subsampling_formula, epochs=epochs, seed=args.seed,
-                                **_optional(learning_rate=args.learning_rate, batch_words=args.per_device_train_batch_size))
+                                **_optional(learning_rate=args.learning_rate))
         return Word2VecTrainer(vocab, config).train(corpus)
     config = GloVeConfig(vector_size=args.vector_size, window=window, x_max=args.x_max, alpha=args.alpha,
                          epochs=epochs, seed=args.seed,

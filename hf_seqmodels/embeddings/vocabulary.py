@@ -22,6 +22,7 @@ Negative samples are drawn from the unigram distribution raised to 3/4:
 from __future__ import annotations
 
 import logging
+import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -42,9 +43,10 @@ PathLike = str | Path
 
 @dataclass
 class EncodedCorpus:
-    """A corpus as word ids: ``ids`` (int64, all sentences one after another) and ``offsets``
-    (sentence ``s`` is ``ids[offsets[s]:offsets[s + 1]]``). ``raw_words`` counts the tokens before
-    out-of-vocabulary words were dropped."""
+    """A corpus as word ids: ``ids`` (all sentences one after another; int32, or int64 for a vocabulary of more
+    than 46,340 words, see :func:`ids_dtype`) and ``offsets`` (int64; sentence ``s`` is
+    ``ids[offsets[s]:offsets[s + 1]]``). ``raw_words`` counts the tokens before out-of-vocabulary words were
+    dropped."""
 
     ids: np.ndarray
     offsets: np.ndarray
@@ -149,24 +151,39 @@ class Vocabulary:
     # ------------------------------------------------------------------------------------------
 
     def encode_files(self, paths: PathLike | Sequence[PathLike]) -> EncodedCorpus:
+        """:meth:`encode_sentences` of the lines of text files, read as a stream."""
         return self.encode_sentences(self.tokenize(line) for line in _read_lines(paths))
 
     def encode_sentences(self, sentences: Iterable[Sequence[str]]) -> EncodedCorpus:
-        """Word ids of each sentence, out-of-vocabulary words dropped; sentences left empty are skipped."""
-        chunks: list[list[int]] = []
+        """Word ids of each sentence, out-of-vocabulary words dropped; sentences left empty are skipped.
+
+        The ids are numpy :func:`ids_dtype` (4 bytes a token for a vocabulary of up to 46,340 words), written to a
+        temporary file in chunks of :data:`ENCODE_CHUNK_TOKENS` and read back once at the end, so the peak memory
+        is the final arrays plus one chunk of Python ints, never a Python list of the whole corpus (about 21
+        bytes a token)."""
+        ids, lengths = _SpilledArray(ids_dtype(len(self))), _SpilledArray(np.int64)
+        lengths.extend([0])  # offsets[0]
+        chunk: list[int] = []
+        chunk_lengths: list[int] = []
         raw = 0
         lookup = self.word_to_index
         for tokens in sentences:
             raw += len(tokens)
-            ids = [lookup[t] for t in tokens if t in lookup]
-            if ids:
-                chunks.append(ids)
-        if not chunks:
+            before = len(chunk)
+            chunk.extend(lookup[t] for t in tokens if t in lookup)
+            if len(chunk) > before:
+                chunk_lengths.append(len(chunk) - before)
+                if len(chunk) >= ENCODE_CHUNK_TOKENS:
+                    ids.extend(chunk)
+                    lengths.extend(chunk_lengths)
+                    chunk, chunk_lengths = [], []
+        ids.extend(chunk)
+        lengths.extend(chunk_lengths)
+        if len(lengths) == 1:
             raise ValueError("The corpus is empty: no sentence holds an in-vocabulary word.")
-        lengths = np.fromiter((len(c) for c in chunks), dtype=np.int64, count=len(chunks))
-        offsets = np.concatenate([[0], np.cumsum(lengths)])
-        ids = np.fromiter((i for c in chunks for i in c), dtype=np.int64, count=int(offsets[-1]))
-        return EncodedCorpus(ids=ids, offsets=offsets, raw_words=raw)
+        offsets = lengths.finish()
+        np.cumsum(offsets, out=offsets)  # in place: 0 and the sentence lengths become the offsets
+        return EncodedCorpus(ids=ids.finish(), offsets=offsets, raw_words=raw)
 
     # ------------------------------------------------------------------------------------------
     # Sampling distributions
@@ -204,6 +221,41 @@ def check_window(window: int, corpus: EncodedCorpus) -> None:
     if window >= longest:
         logger.warning("window=%d is not smaller than the longest sentence (%d words): windows are cut at "
                        "sentence ends, so a larger window changes nothing.", window, longest)
+
+
+#: Tokens of Python ints held at a time by :meth:`Vocabulary.encode_sentences` before they join the numpy buffer.
+ENCODE_CHUNK_TOKENS = 1 << 16
+
+
+def ids_dtype(vocab_size: int) -> type[np.integer]:
+    """The integer type of a corpus's word ids: ``int32`` (4 bytes a token) while the co-occurrence pair keys
+    ``a * vocab_size + b`` (:mod:`.cooccurrence`, computed in the ids' type) fit in it, i.e. up to 46,340 words;
+    ``int64`` for larger vocabularies."""
+    return np.int32 if vocab_size * vocab_size <= np.iinfo(np.int32).max else np.int64
+
+
+class _SpilledArray:
+    """A 1-D numpy array built by appending chunks: each chunk is written to an unnamed temporary file as it comes,
+    and :meth:`finish` reads the file back into one array. Peak memory is the final array plus one chunk; a buffer
+    grown in RAM would hold the old and the new buffer at once whenever ``realloc`` copies."""
+
+    def __init__(self, dtype: type[np.integer]) -> None:
+        self.dtype = dtype
+        self._file = tempfile.TemporaryFile(prefix="encoded-")
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def extend(self, values: list[int]) -> None:
+        np.asarray(values, dtype=self.dtype).tofile(self._file)
+        self._size += len(values)
+
+    def finish(self) -> np.ndarray:
+        """``(len(self),)`` the values; the temporary file is closed (and so deleted)."""
+        with self._file:
+            self._file.seek(0)
+            return np.fromfile(self._file, dtype=self.dtype, count=self._size)
 
 
 def _read_lines(paths: PathLike | Sequence[PathLike]) -> Iterator[str]:

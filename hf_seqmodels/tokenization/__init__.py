@@ -6,7 +6,8 @@
 """
 
 from .cleaning import UNICODE_NORMALIZATION_FORMS, CleaningConfig, build_normalizer, clean_text
-from .corpus import DEFAULT_MAX_LINE_LENGTH, LONG_LINE_POLICIES, CorpusLimits
+from .corpus import DEFAULT_MAX_LINE_LENGTH, LONG_LINE_POLICIES, CorpusLimits, TextFile
+from .shared import train_on_main_process
 from .special_tokens import (
     apply_special_token_switches,
     restore_special_token_switches,
@@ -24,11 +25,13 @@ __all__ = [
     "UNICODE_NORMALIZATION_FORMS",
     "CleaningConfig",
     "CorpusLimits",
+    "TextFile",
     "apply_special_token_switches",
     "build_normalizer",
     "clean_text",
     "restore_special_token_switches",
     "special_token_switches",
+    "train_on_main_process",
     "train_tokenizer",
     "with_special_token_switches",
 ]

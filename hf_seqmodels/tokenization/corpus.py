@@ -13,7 +13,10 @@ This module hands them text that is safe to count:
 * a file that is empty (0 bytes or only whitespace), binary (holds a NUL byte) or not UTF-8 is refused
   with a message naming the file and the byte offset of the first bad byte;
 * ``max_train_bytes`` caps the UTF-8 bytes read from all sources together (files first, then the
-  dataset column), for sampling a prefix of a corpus too large to train on whole.
+  dataset column), for sampling a prefix of a corpus too large to train on whole;
+* a :class:`TextFile` with ``max_chars`` is read only up to that character (the training part of a file
+  whose end is held out for validation), so a training script trains on the user's file itself, never on
+  a copy, and every message names that file and its line.
 
 Byte offsets are found only when something is wrong, by scanning the file again in 1 MiB blocks, so the
 normal path reads each file once.
@@ -29,7 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-__all__ = ["DEFAULT_MAX_LINE_LENGTH", "LONG_LINE_POLICIES", "CorpusLimits", "check_training_file", "read_corpus"]
+__all__ = ["DEFAULT_MAX_LINE_LENGTH", "LONG_LINE_POLICIES", "CorpusLimits", "TextFile", "check_training_file",
+           "read_corpus"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +71,28 @@ class CorpusLimits:
             )
 
 
+@dataclass(frozen=True)
+class TextFile:
+    """A training file, whole or only its first ``max_chars`` characters (a line is cut there).
+
+    Attributes:
+        path: the file.
+        max_chars: read up to this many characters (``None``: the whole file; 0 is refused as an empty text).
+    """
+
+    path: str | os.PathLike
+    max_chars: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_chars is not None and not (_is_positive_int(self.max_chars) or self.max_chars == 0):
+            raise ValueError(f"max_chars={self.max_chars!r} must be None or an integer >= 0 (characters).")
+
+
+def as_text_file(source: str | os.PathLike | TextFile) -> TextFile:
+    """``source`` as a :class:`TextFile` (a path is the whole file)."""
+    return source if isinstance(source, TextFile) else TextFile(source)
+
+
 def _is_positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
@@ -86,27 +112,36 @@ def check_training_file(path: Path) -> None:
         raise ValueError(f"Training file {str(path)!r} is empty (0 bytes).")
 
 
-def _iter_file(path: Path, limits: CorpusLimits) -> Iterator[str]:
-    """The lines of ``path`` (newlines kept), guarded as the module docstring describes."""
+def _iter_file(path: Path, limits: CorpusLimits, max_chars: int | None = None) -> Iterator[str]:
+    """The lines of ``path`` (newlines kept), guarded as the module docstring describes; with ``max_chars``
+    only the file's first ``max_chars`` characters (the last line read is cut there)."""
     limit = limits.max_line_length
     has_text = False
     number = 0
+    left = max_chars
     with open(path, encoding="utf-8", newline="") as handle:
         try:
-            while line := handle.readline(limit + 1):
+            while (left is None or left > 0) and (line := handle.readline(limit + 1)):
                 number += 1
                 if "\x00" in line:
                     raise _binary_file_error(path)
                 if len(line) > limit and not line.endswith(_NEWLINES):
-                    yield from _long_line(line, handle, path, number, limits)
-                    has_text = True
-                    continue
-                has_text = has_text or not line.isspace()
-                yield line
+                    pieces = _long_line(line, handle, path, number, limits)
+                else:
+                    pieces = iter([line])
+                for piece in pieces:
+                    if left is not None:
+                        piece, left = piece[:left], left - len(piece[:left])
+                    has_text = has_text or not piece.isspace()
+                    if piece:
+                        yield piece
+                    if left == 0:
+                        break
         except UnicodeDecodeError as error:
             raise _not_utf8_error(path) from error
     if not has_text:
-        raise ValueError(f"Training file {str(path)!r} is empty: it holds only whitespace ({number} lines).")
+        part = f"its first {max_chars:,} characters hold" if max_chars is not None else "it holds"
+        raise ValueError(f"Training file {str(path)!r} is empty: {part} only whitespace ({number} lines).")
 
 
 def _long_line(start: str, handle: IO[str], path: Path, number: int, limits: CorpusLimits) -> Iterator[str]:
@@ -246,14 +281,17 @@ def _take_bytes(texts: Iterable[str], max_train_bytes: int | None) -> Iterator[s
 
 
 def read_corpus(
-    paths: Iterable[Path], dataset_texts: Iterable[str] | None, limits: CorpusLimits, source: str = "dataset"
+    paths: Iterable[str | os.PathLike | TextFile], dataset_texts: Iterable[str] | None, limits: CorpusLimits,
+    source: str = "dataset",
 ) -> Iterator[str]:
-    """All training texts, guarded: the lines of each file in ``paths``, then ``dataset_texts`` (rows
-    named after ``source`` in messages), stopping at ``limits.max_train_bytes``."""
+    """All training texts, guarded: the lines of each file in ``paths`` (a :class:`TextFile` up to its
+    ``max_chars``), then ``dataset_texts`` (rows named after ``source`` in messages), stopping at
+    ``limits.max_train_bytes``."""
 
     def texts() -> Iterator[str]:
         for path in paths:
-            yield from _iter_file(Path(os.fspath(path)), limits)
+            file = as_text_file(path)
+            yield from _iter_file(Path(os.fspath(file.path)), limits, file.max_chars)
         if dataset_texts is not None:
             yield from _guard_rows(dataset_texts, source, limits)
 

@@ -31,7 +31,14 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, proce
 from transformers import PreTrainedTokenizerFast
 
 from .cleaning import CleaningConfig, build_normalizer
-from .corpus import DEFAULT_MAX_LINE_LENGTH, CorpusLimits, check_training_file, read_corpus
+from .corpus import (
+    DEFAULT_MAX_LINE_LENGTH,
+    CorpusLimits,
+    TextFile,
+    as_text_file,
+    check_training_file,
+    read_corpus,
+)
 from .special_tokens import apply_special_token_switches, causal_post_processor
 
 if TYPE_CHECKING:
@@ -51,10 +58,11 @@ _BYTE_ALPHABET_SIZE = 256  # byte-level BPE always keeps the 256 byte symbols
 _DATASET_BATCH_SIZE = 1000
 
 PathLike = str | os.PathLike
+FileLike = PathLike | TextFile
 
 
 def train_tokenizer(
-    files: PathLike | Sequence[PathLike] | None = None,
+    files: FileLike | Sequence[FileLike] | None = None,
     *,
     dataset: datasets.Dataset | datasets.IterableDataset | None = None,
     text_column: str = "text",
@@ -74,7 +82,9 @@ def train_tokenizer(
     """Train a tokenizer of the given ``kind`` on text files and/or a ``datasets`` column.
 
     Args:
-        files: text file path(s); read line by line, newlines kept.
+        files: text file path(s); read line by line, newlines kept. A
+            :class:`~hf_seqmodels.tokenization.corpus.TextFile` with ``max_chars`` is read only up to that
+            character (e.g. the training part of a file whose end is held out for validation).
         dataset: a ``datasets.Dataset`` (or ``IterableDataset``) whose ``text_column`` is read in batches.
             Given together with ``files``, both are used.
         kind: one of ``TOKENIZER_KINDS`` (see the module docstring for what each builds).
@@ -180,16 +190,16 @@ def _check_switches(
 # --------------------------------------------------------------------------------------------------
 
 
-def _resolve_files(files: PathLike | Sequence[PathLike] | None) -> list[Path]:
+def _resolve_files(files: FileLike | Sequence[FileLike] | None) -> list[TextFile]:
     """Turn ``files`` into a list of existing, non-empty files (one path alone is accepted too)."""
     if files is None:
         return []
-    if isinstance(files, (str, os.PathLike)):
+    if isinstance(files, (str, os.PathLike, TextFile)):
         files = [files]
-    paths = [Path(f) for f in files]
-    for path in paths:
-        check_training_file(path)
-    return paths
+    resolved = [as_text_file(f) for f in files]
+    for file in resolved:
+        check_training_file(Path(file.path))
+    return resolved
 
 
 def _check_dataset(dataset: Any, text_column: str) -> None:
@@ -209,7 +219,7 @@ def _iter_dataset(dataset: Any, text_column: str) -> Iterator[str]:
         yield from (text for text in batch[text_column] if text is not None)
 
 
-def _iter_corpus(paths: list[Path], dataset: Any, text_column: str, limits: CorpusLimits) -> Iterator[str]:
+def _iter_corpus(paths: list[TextFile], dataset: Any, text_column: str, limits: CorpusLimits) -> Iterator[str]:
     """All training texts: the lines of the files, then the dataset column (checked eagerly), guarded
     and capped by ``limits`` (see :mod:`~hf_seqmodels.tokenization.corpus`)."""
     if not paths and dataset is None:

@@ -1,0 +1,115 @@
+"""A tokenizer trained on the user's files themselves (a prefix with TextFile, errors naming the file and line),
+and trained once per run: the main process reads the text, the other processes load the saved tokenizer."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hf_seqmodels.tokenization import TextFile, train_on_main_process, train_tokenizer
+
+TEXT = "the cat sat on the mat\nthe dog ran\n" * 3 + "zebra quagga okapi\n"
+
+
+def words(tokenizer) -> set[str]:
+    return set(tokenizer.get_vocab())
+
+
+def test_a_text_file_prefix_trains_on_its_first_characters_only(tmp_path):
+    full = tmp_path / "full.txt"
+    full.write_text(TEXT, encoding="utf-8")
+    cut = TEXT.index("zebra") + 3  # the prefix ends inside "zebra"
+    prefix = tmp_path / "prefix.txt"
+    prefix.write_text(TEXT[:cut], encoding="utf-8")
+    from_prefix = train_tokenizer([TextFile(full, max_chars=cut)], kind="word", min_frequency=1)
+    assert words(from_prefix) == words(train_tokenizer([prefix], kind="word", min_frequency=1))
+    assert "zeb" in words(from_prefix) and "okapi" not in words(from_prefix)
+    assert "okapi" in words(train_tokenizer([TextFile(full)], kind="word", min_frequency=1))
+
+
+def test_errors_name_the_users_file_and_line(tmp_path):
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("caf\u00e9 au lait\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=rf"{bad.name}.*not UTF-8.*byte offset 3"):
+        train_tokenizer([TextFile(bad, max_chars=100)], kind="word", min_frequency=1)
+    long = tmp_path / "long.txt"
+    long.write_text("short line\n" + "x" * 50 + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"{long.name}'?, line 2: 50 characters"):
+        train_tokenizer([TextFile(long, max_chars=40)], kind="word", min_frequency=1, max_line_length=20)
+    blank = tmp_path / "blank_start.txt"
+    blank.write_text("   \n\nwords later\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"{blank.name}.*empty: its first 5 characters hold only whitespace"):
+        train_tokenizer([TextFile(blank, max_chars=5)], kind="word", min_frequency=1)
+    with pytest.raises(ValueError, match="max_chars=-1"):
+        TextFile(blank, max_chars=-1)
+
+
+def test_train_on_main_process_saves_and_loads_and_reuses(tmp_path):
+    corpus = tmp_path / "train.txt"
+    corpus.write_text(TEXT, encoding="utf-8")
+    calls = []
+
+    def train():
+        calls.append(1)
+        return train_tokenizer([corpus], kind="word", min_frequency=1)
+
+    tokenizer = train_on_main_process(tmp_path / "out", train)
+    assert calls == [1] and (tmp_path / "out" / "tokenizer.json").is_file() and "okapi" in words(tokenizer)
+    again = train_on_main_process(tmp_path / "out", lambda: pytest.fail("trained again"), reuse=True)
+    assert again.get_vocab() == tokenizer.get_vocab()
+    with pytest.raises(FileNotFoundError, match="tokenizer.json"):
+        train_on_main_process(tmp_path / "none", train, reuse=True)
+
+
+CHILD = """
+import sys
+from accelerate import Accelerator
+from hf_seqmodels.tokenization import TextFile, train_on_main_process, train_tokenizer
+
+accelerator = Accelerator(cpu=True)
+rank = accelerator.process_index
+
+def trainer(path):
+    def train():
+        print(f"rank {rank} reads {path}", flush=True)
+        return train_tokenizer([TextFile(path)], kind="word", min_frequency=1)
+    return train
+
+tokenizer = train_on_main_process(sys.argv[3], trainer(sys.argv[1]), accelerator)
+print(f"rank {rank} vocabulary {sorted(tokenizer.get_vocab().items())}", flush=True)
+try:
+    train_on_main_process(sys.argv[4], trainer(sys.argv[2]), accelerator)
+except Exception as error:
+    print(f"rank {rank} error {type(error).__name__}: {error}", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_two_processes_read_the_text_once(tmp_path):
+    """Under ``accelerate launch`` with 2 CPU processes only rank 0 reads the text; both get its tokenizer, and
+    an error in the user's file reaches both processes (naming the file on rank 0) instead of a hang."""
+    from distributed_utils import free_port
+
+    good, bad = tmp_path / "good.txt", tmp_path / "bad.txt"
+    good.write_text(TEXT, encoding="utf-8")
+    bad.write_bytes(b"ok\n\xff\n")
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+                           "--main_process_port", str(free_port()), str(script), str(good), str(bad),
+                           str(tmp_path / "out1"), str(tmp_path / "out2")],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert sorted(line for line in lines if " reads " in line) == [f"rank 0 reads {bad}", f"rank 0 reads {good}"]
+    vocabularies = sorted(line for line in lines if " vocabulary " in line)
+    assert len(vocabularies) == 2 and vocabularies[0].split(" ", 2)[2] == vocabularies[1].split(" ", 2)[2]
+    errors = sorted(line for line in lines if " error " in line)
+    assert len(errors) == 2 and "ValueError" in errors[0] and "bad.txt" in errors[0] and "not UTF-8" in errors[0]
+    assert errors[1].startswith("rank 1 error RuntimeError: The main process failed")

@@ -113,3 +113,47 @@ def test_two_processes_read_the_text_once(tmp_path):
     errors = sorted(line for line in lines if " error " in line)
     assert len(errors) == 2 and "ValueError" in errors[0] and "bad.txt" in errors[0] and "not UTF-8" in errors[0]
     assert errors[1].startswith("rank 1 error RuntimeError: The main process failed")
+
+
+def test_lm_trains_its_tokenizer_on_the_training_part_of_the_file(tmp_path):
+    from hf_seqmodels.training.core.text import split_for_validation
+    from hf_seqmodels.training.lm.data import tokenizer_training_files
+
+    corpus = tmp_path / "train.txt"
+    corpus.write_text(TEXT, encoding="utf-8")
+    (file,) = tokenizer_training_files(corpus, validation_split_percentage=25.0)
+    train_text, _ = split_for_validation([TEXT], 25.0)
+    assert file == TextFile(corpus, max_chars=len(train_text[0]))
+    reference = tmp_path / "reference.txt"
+    reference.write_text(train_text[0], encoding="utf-8")
+    trained = train_tokenizer([file], kind="char", min_frequency=1)
+    assert trained.get_vocab() == train_tokenizer([reference], kind="char", min_frequency=1).get_vocab()
+    assert tokenizer_training_files(corpus, validation_file=corpus) == [TextFile(corpus)]
+
+
+def test_bert_trains_its_tokenizer_on_the_documents_not_held_out(tmp_path):
+    from hf_seqmodels.training.bert.data import split_documents, tokenizer_training_texts
+
+    text = "One. Two sentences here.\nSame doc.\n\nSecond doc.\n\nThird doc! Yes.\n\nFourth doc.\n"
+    first, second = tmp_path / "a.txt", tmp_path / "b.txt"
+    first.write_text(text, encoding="utf-8")
+    second.write_text("Fifth doc.\n", encoding="utf-8")
+    documents = split_documents(text) + split_documents("Fifth doc.\n")
+    texts = list(tokenizer_training_texts([first, second], held_out=lambda count: count // 2))
+    assert len(documents) == 5 and texts == [" ".join(d) + "\n" for d in documents[:3]]
+
+
+def test_seq2seq_trains_on_the_aligned_files_or_streams_the_sentences(tmp_path):
+    from hf_seqmodels.training.seq2seq.data import tokenizer_training_text
+
+    source, target, tsv = tmp_path / "train.en", tmp_path / "train.de", tmp_path / "train.tsv"
+    source.write_text("a cat\nthe dog\n", encoding="utf-8")
+    target.write_text("eine Katze\nder Hund\n", encoding="utf-8")
+    tsv.write_text("en\tde\na cat\teine Katze\nthe dog\tder Hund\n", encoding="utf-8")
+    files, texts = tokenizer_training_text(("sources", "targets"), source_file=str(source), target_file=str(target))
+    assert files == [TextFile(str(source)), TextFile(str(target))] and list(texts) == []
+    files, texts = tokenizer_training_text(("targets",), str(tsv), source_field="en", target_field="de")
+    assert files == [] and list(texts) == ["eine Katze\n", "der Hund\n"]
+    files, texts = tokenizer_training_text(("sources", "targets"), source_file=str(source), target_file=str(target),
+                                           max_pairs=1)
+    assert files == [] and list(texts) == ["a cat\n", "eine Katze\n"]

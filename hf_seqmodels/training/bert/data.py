@@ -20,15 +20,16 @@ from __future__ import annotations
 import random
 import re
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from ...models.config_utils import invalid
 from ..core.text import pad_right
-from ..core.token_pairs import TokenDocuments
+from ..core.token_pairs import TokenDocuments, stream_documents
 
 _HEADING = re.compile(r"^\s*=( =)* .* =( =)*\s*$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
@@ -256,6 +257,19 @@ def wordpiece_word_starts(input_ids: torch.Tensor, tokenizer) -> torch.Tensor:
     return starts.view_as(input_ids)
 
 
+def tokenizer_training_texts(train_files: Iterable[str | Path], held_out: Callable[[int], int]) -> Iterator[str]:
+    """The text a tokenizer is trained on, one document at a time: ``" ".join(sentences) + "\\n"`` of every
+    document of ``train_files`` (:func:`split_documents`'s documents, streamed) but the last ``held_out(count)``
+    ones, ``count`` being the number of documents. The files are read twice (to count, then to give the text),
+    so no more than one document is held in memory."""
+    train_files = list(train_files)
+    count = sum(1 for path in train_files for _ in stream_documents(path))
+    kept = count - held_out(count)
+    documents = (document for path in train_files for document in stream_documents(path))
+    for _, document in zip(range(kept), documents, strict=False):
+        yield " ".join(document) + "\n"
+
+
 __all__ = [
     "PairExamples",
     "SpecialIds",
@@ -265,5 +279,6 @@ __all__ = [
     "special_tokens_mask",
     "split_documents",
     "tokenize_documents",
+    "tokenizer_training_texts",
     "wordpiece_word_starts",
 ]

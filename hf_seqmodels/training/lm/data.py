@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from ...tokenization import TextFile
 from ..core.text import _invalid
 
 Ids = torch.Tensor | np.ndarray  # a stream in RAM, or a memory map of token files
@@ -166,6 +168,22 @@ class ShuffledContextWindows:
         return as_long_tensor(self.ids[positions.numpy()])
 
 
+def tokenizer_training_files(train_file: str | Path, validation_file: str | Path | None = None,
+                             validation_split_percentage: float = 10.0) -> list[TextFile]:
+    """The part of ``train_file`` a tokenizer is trained on, read from the file itself (no copy): all of it
+    with a ``validation_file``, else its first ``100 - validation_split_percentage`` % of characters, the text
+    that trains (cut as :func:`~..core.text.split_for_validation` cuts, counting a ``\\r\\n`` as the two
+    characters the tokenizer trainer reads)."""
+    if validation_file is not None:
+        return [TextFile(train_file)]
+    if not 0.0 < validation_split_percentage < 100.0:
+        raise _invalid("validation_split_percentage", validation_split_percentage,
+                       "a number strictly between 0 and 100")
+    with open(train_file, encoding="utf-8", errors="replace", newline="") as f:  # the trainer names bad bytes
+        total = sum(len(block) for block in iter(lambda: f.read(1 << 20), ""))
+    return [TextFile(train_file, max_chars=math.floor(total * (100.0 - validation_split_percentage) / 100.0))]
+
+
 __all__ = [
     "ShuffledContextWindows",
     "StreamWindows",
@@ -174,4 +192,5 @@ __all__ = [
     "batchify",
     "shard_rows",
     "stream_slice",
+    "tokenizer_training_files",
 ]

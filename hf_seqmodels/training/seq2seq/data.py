@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import csv
 import gzip
+import itertools
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +37,7 @@ import numpy as np
 import torch
 
 from ...models.config_utils import invalid
+from ...tokenization import TextFile
 from ...tokenization.special_tokens import with_special_token_switches
 from ..core.text import pad_right, parallel_file_kind
 
@@ -119,6 +122,32 @@ def read_parallel_corpus(file: str | None = None, *, source_file: str | None = N
     if source_file is None or target_file is None:
         raise ValueError("Give a .tsv/.jsonl file, or both a source file and a target file.")
     return ParallelCorpus(_read_lines(Path(source_file)), _read_lines(Path(target_file)))
+
+
+def tokenizer_training_text(sides: tuple[str, ...], file: str | None = None, *, source_file: str | None = None,
+                            target_file: str | None = None, source_field: str = "source",
+                            target_field: str = "target", max_pairs: int | None = None
+                            ) -> tuple[list[TextFile], Iterable[str]]:
+    """``(files, texts)`` a tokenizer of ``sides`` (``"sources"`` and/or ``"targets"``, in that order) is
+    trained on: the aligned plain-text files themselves when each side is a whole uncompressed file (so the
+    trainer's messages name them), else ``sentence + "\\n"`` of every pair of ``file`` or of the aligned files
+    (at most ``max_pairs``), streamed one side after the other."""
+    named = {"sources": source_file, "targets": target_file}
+    if file is None and max_pairs is None and not any(str(named[s]).endswith(".gz") for s in sides):
+        return [TextFile(named[side]) for side in sides], []
+    return [], _side_texts(sides, file, source_file, target_file, source_field, target_field, max_pairs)
+
+
+def _side_texts(sides: tuple[str, ...], file: str | None, source_file: str | None, target_file: str | None,
+                source_field: str, target_field: str, max_pairs: int | None) -> Iterator[str]:
+    from ..core.token_pairs import stream_parallel_corpus
+
+    for side in sides:
+        column = 0 if side == "sources" else 1
+        pairs = stream_parallel_corpus(file, source_file=source_file, target_file=target_file,
+                                       source_field=source_field, target_field=target_field)
+        for pair in itertools.islice(pairs, max_pairs):
+            yield pair[column] + "\n"
 
 
 def load_parallel_dataset(name: str, config_name: str | None, split: str, source_field: str,
@@ -295,4 +324,5 @@ __all__ = [
     "pair_lengths",
     "read_parallel_corpus",
     "seq2seq_tokenizer",
+    "tokenizer_training_text",
 ]

@@ -157,3 +157,19 @@ def test_seq2seq_trains_on_the_aligned_files_or_streams_the_sentences(tmp_path):
     files, texts = tokenizer_training_text(("sources", "targets"), source_file=str(source), target_file=str(target),
                                            max_pairs=1)
     assert files == [] and list(texts) == ["a cat\n", "eine Katze\n"]
+
+
+def test_texts_are_read_as_the_lines_of_one_file(tmp_path):
+    from hf_seqmodels.tokenization.training import _text_lines
+
+    texts = ["a b\nc", "d\r", "\ne\rf\n", "", "g"]
+    as_file = tmp_path / "joined.txt"
+    as_file.write_text("".join(texts), encoding="utf-8", newline="")
+    with open(as_file, encoding="utf-8", newline="") as handle:
+        assert list(_text_lines(texts)) == handle.readlines() == ["a b\n", "cd\r\n", "e\r", "f\n", "g"]
+    trained = train_tokenizer(texts=iter(texts), kind="char", min_frequency=1)
+    assert trained.get_vocab() == train_tokenizer([as_file], kind="char", min_frequency=1).get_vocab()
+    with pytest.raises(ValueError, match="training text, row 2: 31 characters"):
+        train_tokenizer(texts=["short\n", "y" * 30 + "\n"], kind="word", min_frequency=1, max_line_length=20)
+    with pytest.raises(ValueError, match="No training text"):
+        train_tokenizer(kind="word")

@@ -20,10 +20,11 @@ saved with the tokenizer and applied at encode time.  The special tokens have fi
 
 from __future__ import annotations
 
+import io
 import itertools
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ from .corpus import (
     DEFAULT_MAX_LINE_LENGTH,
     CorpusLimits,
     TextFile,
+    _take_bytes,
     as_text_file,
     check_training_file,
     read_corpus,
@@ -66,6 +68,7 @@ def train_tokenizer(
     *,
     dataset: datasets.Dataset | datasets.IterableDataset | None = None,
     text_column: str = "text",
+    texts: Iterable[str] | None = None,
     kind: str = "bpe",
     vocab_size: int = 8000,
     min_frequency: int = 2,
@@ -87,6 +90,9 @@ def train_tokenizer(
             character (e.g. the training part of a file whose end is held out for validation).
         dataset: a ``datasets.Dataset`` (or ``IterableDataset``) whose ``text_column`` is read in batches.
             Given together with ``files``, both are used.
+        texts: strings read after the files and the dataset, line by line as if they were written one after
+            another into a file (an iterator is read once, as the training goes); messages name them
+            "training text".
         kind: one of ``TOKENIZER_KINDS`` (see the module docstring for what each builds).
         vocab_size: upper bound on the vocabulary, special tokens included.  WordPiece always keeps
             its whole character alphabet and may exceed a tiny cap; byte-level BPE needs at least
@@ -126,7 +132,7 @@ def train_tokenizer(
     cleaning = cleaning if cleaning is not None else CleaningConfig()
     if kind == "unigram":
         logger.info("kind='unigram' prunes by likelihood; min_frequency=%d is not used.", min_frequency)
-    texts = _nonempty_corpus(_iter_corpus(_resolve_files(files), dataset, text_column, limits))
+    texts = _nonempty_corpus(_iter_corpus(_resolve_files(files), dataset, text_column, limits, texts))
 
     backend = _build_backend(kind, cleaning)
     trainer = _build_trainer(kind, vocab_size, min_frequency, special_tokens, show_progress)
@@ -219,16 +225,34 @@ def _iter_dataset(dataset: Any, text_column: str) -> Iterator[str]:
         yield from (text for text in batch[text_column] if text is not None)
 
 
-def _iter_corpus(paths: list[TextFile], dataset: Any, text_column: str, limits: CorpusLimits) -> Iterator[str]:
-    """All training texts: the lines of the files, then the dataset column (checked eagerly), guarded
-    and capped by ``limits`` (see :mod:`~hf_seqmodels.tokenization.corpus`)."""
-    if not paths and dataset is None:
-        raise ValueError("No training text: pass files=[...] and/or dataset=... to train_tokenizer.")
+def _iter_corpus(paths: list[TextFile], dataset: Any, text_column: str, limits: CorpusLimits,
+                 texts: Iterable[str] | None = None) -> Iterator[str]:
+    """All training texts: the lines of the files, then the dataset column (checked eagerly), then the lines of
+    ``texts``, guarded and capped by ``limits`` (see :mod:`~hf_seqmodels.tokenization.corpus`)."""
+    if not paths and dataset is None and texts is None:
+        raise ValueError("No training text: pass files=[...], dataset=... and/or texts=... to train_tokenizer.")
     rows = None
     if dataset is not None:
         _check_dataset(dataset, text_column)
         rows = _iter_dataset(dataset, text_column)
-    return read_corpus(paths, rows, limits, source=f"dataset column {text_column!r}")
+    corpus = read_corpus(paths, rows, CorpusLimits(None, limits.max_line_length, limits.long_lines),
+                         source=f"dataset column {text_column!r}")
+    if texts is not None:
+        corpus = itertools.chain(corpus, read_corpus([], _text_lines(texts), CorpusLimits(
+            None, limits.max_line_length, limits.long_lines), source="training text"))
+    return _take_bytes(corpus, limits.max_train_bytes)
+
+
+def _text_lines(texts: Iterable[str]) -> Iterator[str]:
+    """The lines of the concatenated ``texts``, newlines kept, cut where a file read with ``newline=""`` is cut
+    (``\\n``, ``\\r``, ``\\r\\n``); a line may run from one text into the next."""
+    carry = ""
+    for text in texts:
+        lines = io.StringIO(carry + text, newline="").readlines()
+        carry = lines.pop() if lines and not lines[-1].endswith("\n") else ""  # a "\r" may pair with a "\n"
+        yield from lines
+    if carry:
+        yield carry
 
 
 def _nonempty_corpus(texts: Iterator[str]) -> Iterator[str]:

@@ -164,11 +164,13 @@ def test_shuffled_windows_from_the_memory_map_equal_the_in_ram_windows(corpus, t
 
 
 def test_shuffled_windows_fill_the_context_before_the_stream():
-    windows = ShuffledContextWindows(np.arange(10, 31, dtype=np.uint16), context_size=3, block_size=4,
-                                     global_batch_size=5, fill_id=-1)
-    batch = windows.batch(0)  # the 5 blocks of 4 tokens in a random order
+    ids = np.arange(10, 34, dtype=np.uint16)  # 24 tokens: 5 blocks of 4 on a grid shifted by 0..3
+    windows = ShuffledContextWindows(ids, context_size=3, block_size=4, global_batch_size=5, fill_id=-1)
+    epoch = next(e for e in range(20) if windows.layout(e)[0] == 1)  # a grid starting at the second token
+    batch = windows.batch(0, epoch)  # the 5 blocks of 4 tokens in a random order
     by_start = {int(row[0]): ctx for row, ctx in zip(batch.input_ids, batch.context.tolist(), strict=True)}
-    assert by_start[10] == [-1, -1, -1] and by_start[14] == [11, 12, 13] and by_start[26] == [23, 24, 25]
+    assert sorted(by_start) == [11, 15, 19, 23, 27]
+    assert by_start[11] == [-1, -1, 10] and by_start[15] == [12, 13, 14] and by_start[27] == [24, 25, 26]
 
 
 def test_seq2seq_pairs_equal_encode_corpus(tmp_path):

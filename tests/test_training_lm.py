@@ -151,23 +151,29 @@ def test_tokenize_texts_is_one_stream_without_bos(tokenizer):
 
 
 def test_shuffled_nnlm_windows_carry_their_context():
-    ids = torch.arange(100, 141)  # 41 tokens -> 40 targets -> 8 blocks of 5
+    ids = torch.arange(100, 146)  # 46 tokens: 8 blocks of 5 on a grid shifted by 0..4 every epoch
     source = ShuffledContextWindows(ids, context_size=3, block_size=5, global_batch_size=4, seed=1, fill_id=0)
     assert len(source) == 2 and not source.carries_state
-    seen = []
-    for index in range(len(source)):
-        window = source.batch(index, epoch=0)
-        assert window.input_ids.shape == (4, 5) and window.context.shape == (4, 3)
-        assert torch.equal(window.labels[:, :-1], window.input_ids[:, 1:])
-        for inputs, context in zip(window.input_ids.tolist(), window.context.tolist(), strict=True):
-            start = inputs[0] - 100
-            expected = [0] * max(0, 3 - start) + list(range(100 + max(0, start - 3), 100 + start))
-            assert context == expected
-        seen += window.input_ids[:, 0].tolist()
-    assert sorted(seen) == list(range(100, 140, 5))  # every block once per epoch
-    order = [source.batch(i, epoch=e).input_ids[:, 0].tolist() for e in (0, 1) for i in range(2)]
-    assert order[:2] != order[2:]  # a new order each epoch ...
-    assert source.batch(1, epoch=0).input_ids[:, 0].tolist() == order[1]  # ... reproducible
+    starts_of = {}
+    for epoch in range(6):
+        seen = []
+        for index in range(len(source)):
+            window = source.batch(index, epoch=epoch)
+            assert window.input_ids.shape == (4, 5) and window.context.shape == (4, 3)
+            assert torch.equal(window.labels[:, :-1], window.input_ids[:, 1:])
+            assert torch.equal(window.labels[:, -1], window.input_ids[:, -1] + 1)  # the next token, in range
+            for inputs, context in zip(window.input_ids.tolist(), window.context.tolist(), strict=True):
+                assert inputs == list(range(inputs[0], inputs[0] + 5))
+                start = inputs[0] - 100
+                expected = [0] * max(0, 3 - start) + list(range(100 + max(0, start - 3), 100 + start))
+                assert context == expected
+            seen += window.input_ids[:, 0].tolist()
+        offset = source.layout(epoch)[0]
+        assert sorted(seen) == list(range(100 + offset, 140 + offset, 5))  # every block of the grid once
+        starts_of[epoch] = seen
+    assert len({source.layout(e)[0] for e in range(6)}) > 1  # the grid moves from epoch to epoch
+    assert starts_of[0] != starts_of[1]  # a new order each epoch ...
+    assert source.batch(1, epoch=0).input_ids[:, 0].tolist() == starts_of[0][4:]  # ... reproducible
     halves = [ShuffledContextWindows(ids, context_size=3, block_size=5, global_batch_size=4, seed=1,
                                      process_index=r, num_processes=2).batch(0).input_ids for r in (0, 1)]
     assert torch.equal(torch.cat(halves), source.batch(0).input_ids)

@@ -173,3 +173,10 @@ def test_texts_are_read_as_the_lines_of_one_file(tmp_path):
         train_tokenizer(texts=["short\n", "y" * 30 + "\n"], kind="word", min_frequency=1, max_line_length=20)
     with pytest.raises(ValueError, match="No training text"):
         train_tokenizer(kind="word")
+
+
+def test_a_missing_lm_training_file_is_named(tmp_path):
+    from hf_seqmodels.training.lm.data import tokenizer_training_files
+
+    with pytest.raises(FileNotFoundError, match=r"Text file '.*nope.txt' does not exist"):
+        tokenizer_training_files(tmp_path / "nope.txt")

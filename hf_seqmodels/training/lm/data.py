@@ -183,6 +183,8 @@ def tokenizer_training_files(train_file: str | Path, validation_file: str | Path
     with a ``validation_file``, else its first ``100 - validation_split_percentage`` % of characters, the text
     that trains (cut as :func:`~..core.text.split_for_validation` cuts, counting a ``\\r\\n`` as the two
     characters the tokenizer trainer reads)."""
+    if not Path(train_file).is_file():
+        raise FileNotFoundError(f"Text file {str(train_file)!r} does not exist.")
     if validation_file is not None:
         return [TextFile(train_file)]
     if not 0.0 < validation_split_percentage < 100.0:

@@ -59,13 +59,19 @@ class TransformerEmbeddings(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(
-        self, input_ids: torch.LongTensor | None, position_ids: torch.LongTensor,
-        inputs_embeds: torch.Tensor | None = None,
+        self, input_ids: torch.LongTensor | None, position_ids: torch.LongTensor | None,
+        inputs_embeds: torch.Tensor | None = None, first_position: int = 0,
     ) -> torch.Tensor:
+        """``position_ids`` ``(B | 1, T)``, or None for the consecutive positions ``first_position ..
+        first_position + T - 1`` of every row (read as one slice of the position table, eager mode)."""
         tokens = self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds  # (B, T, d)
         if self.scale != 1.0:  # scale_embedding=False multiplies by nothing: no element-wise pass either way
             tokens = tokens * self.scale
-        x = tokens + self.embed_positions(position_ids).to(tokens.dtype)  # (B, T, d)
+        if position_ids is None:
+            positions = self.embed_positions.span(first_position, tokens.shape[1], tokens.device)  # (1, T, d)
+        else:
+            positions = self.embed_positions(position_ids)  # (B | 1, T, d)
+        x = tokens + positions.to(tokens.dtype)  # (B, T, d)
         return self.dropout(x) if self.dropout.p and self.training else x
 
 
@@ -83,6 +89,17 @@ def ids_or_embeds(input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | 
         raise ValueError(f"`{prefix}inputs_embeds` must have shape (batch_size, sequence_length, d_model), "
                          f"got {tuple(inputs_embeds.shape)}.")
     return input_ids if input_ids is not None else inputs_embeds
+
+
+def consecutive_or_counted(
+    padding: torch.Tensor | None, past: int | torch.Tensor, length: int, device: torch.device
+) -> torch.LongTensor | None:
+    """The position ids of ``length`` new tokens after ``past`` cached ones (:func:`position_ids_from_mask`),
+    or None in eager mode when there is no padding and ``past`` is a number: the positions are then
+    ``past .. past + length - 1`` for every row, which :class:`TransformerEmbeddings` reads as one slice."""
+    if padding is None and isinstance(past, int) and not is_tracing():
+        return None
+    return position_ids_from_mask(padding, past, length, device)
 
 
 def cache_lengths(cache: Cache | None, length: int) -> tuple[int | torch.Tensor, int]:
@@ -125,7 +142,7 @@ class TransformerEncoder(nn.Module):
             check_source_ids(input_ids, self.config)
         mask = current_mask(attention_mask, source)
         length = source.shape[1]
-        positions = position_ids_from_mask(mask, 0, length, source.device)
+        positions = consecutive_or_counted(mask, 0, length, source.device)
         x = self.embeddings(input_ids, positions, inputs_embeds)  # (B, S, d)
         padding = build_attention_mask(mask, length, length, causal=False)  # (B, 1, 1, S) or None
         hidden_states, attentions = [], []
@@ -228,8 +245,8 @@ class DecoderStack:
                                  f"{(batch, int(past) + length)}, got {tuple(padding.shape)}")
             check_mask_values(padding)
         if position_ids is None:
-            position_ids = position_ids_from_mask(padding, past, length, target.device)
-        x = self.embeddings(input_ids, position_ids, inputs_embeds)  # (B, T, d)
+            position_ids = consecutive_or_counted(padding, past, length, target.device)
+        x = self.embeddings(input_ids, position_ids, inputs_embeds, first_position=past)  # (B, T, d)
         self_mask = attention_mask if padding is None and attention_mask is not None else build_attention_mask(
             padding, length, key_length, causal=True, query_offset=past, device=x.device)
         cross_mask = None

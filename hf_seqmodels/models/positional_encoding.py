@@ -20,7 +20,11 @@ POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
 def last_position(position_ids: torch.LongTensor, max_positions: int | None) -> int:
     """The largest of ``position_ids`` (eager mode: it reads the ids); a ValueError naming
     ``max_position_embeddings`` when it is past ``max_positions`` (None: no limit)."""
-    last = int(position_ids.max())
+    return check_last_position(int(position_ids.max()), max_positions)
+
+
+def check_last_position(last: int, max_positions: int | None) -> int:
+    """``last``, or the ValueError of :func:`last_position` when it is past ``max_positions``."""
     if max_positions is not None and last >= max_positions:
         raise ValueError(f"position {last} is past max_position_embeddings={max_positions} of this model; use "
                          "shorter inputs or a config with a larger max_position_embeddings.")
@@ -76,6 +80,12 @@ class SinusoidalPositionalEncoding(nn.Module):
         table = self.table(last + 1, position_ids.device)
         return nn.functional.embedding(position_ids, table)  # (B, T, d)
 
+    def span(self, start: int, length: int, device: torch.device) -> torch.Tensor:
+        """The rows of positions ``start .. start + length - 1``, ``(1, length, d)``: a slice of the table
+        (eager mode; no position ids to build or read)."""
+        check_last_position(start + length - 1, self.max_positions)
+        return self.table(start + length, device)[start : start + length][None]
+
 
 class LearnedPositionalEmbedding(nn.Embedding):
     """One trained vector per position ``0 .. max_position_embeddings - 1`` (the paper's alternative).
@@ -86,6 +96,14 @@ class LearnedPositionalEmbedding(nn.Embedding):
         if not is_tracing():
             last_position(position_ids, self.num_embeddings)
         return super().forward(position_ids)
+
+    def span(self, start: int, length: int, device: torch.device | None = None) -> torch.Tensor:
+        """The vectors of positions ``start .. start + length - 1``, ``(1, length, d)``: a slice of the weight,
+        the same values as ``forward(arange(start, start + length)[None])`` without building, checking (a
+        reduction and a read of its value) and gathering the ids, and with a slice instead of an embedding
+        backward (a scatter-add) in training."""
+        check_last_position(start + length - 1, self.num_embeddings)
+        return self.weight[start : start + length][None]
 
 
 def build_positional_encoding(kind: str, hidden_size: int, max_positions: int) -> nn.Module:

@@ -36,6 +36,7 @@ from transformers.utils import ModelOutput
 from transformers.utils.generic import can_return_tuple
 
 from .configuration_bert import BertConfig
+from .feed_forward import Dropout
 from .input_checks import (
     check_classification_labels,
     check_input_ids,
@@ -59,7 +60,7 @@ class BertEmbeddings(nn.Module):
         self.position_embeddings = LearnedPositionalEmbedding(config.max_position_embeddings, config.hidden_size)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)  # nn.Dropout with cheaper random draws on a CPU
 
     def forward(
         self,

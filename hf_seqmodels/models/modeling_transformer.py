@@ -33,6 +33,7 @@ from transformers.utils.generic import can_return_tuple
 from .cache_continuation import continue_from_cache
 from .cache_naming import cache_field, given_cache, output_cache
 from .configuration_transformer import TransformerConfig, TransformerConfigBase, TransformerLMConfig
+from .feed_forward import Dropout
 from .input_checks import check_input_ids, check_mask_values, check_source_ids, current_mask, is_tracing
 from .multi_head_attention import attention_mask as build_attention_mask
 from .output_flags import output_flags, structured
@@ -56,7 +57,7 @@ class TransformerEmbeddings(nn.Module):
         self.embed_positions = build_positional_encoding(
             config.position_embedding_type, config.d_model, config.max_position_embeddings
         )
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)  # torch's nn.Dropout with cheaper random draws on a CPU
 
     def forward(
         self, input_ids: torch.LongTensor | None, position_ids: torch.LongTensor | None,

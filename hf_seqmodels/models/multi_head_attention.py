@@ -17,6 +17,7 @@ from torch import nn
 from transformers.cache_utils import Cache, EncoderDecoderCache
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from .feed_forward import dropout as drop
 from .input_checks import is_tracing
 
 
@@ -89,7 +90,7 @@ def bmm_attention(
         bias.expand(batch * heads, length, keys), query.reshape(batch * heads, length, head_dim),
         key.reshape(batch * heads, keys, head_dim).transpose(1, 2), alpha=scaling,
     )  # (B * H, T, S)
-    weights = nn.functional.dropout(scores.softmax(dim=-1), p=dropout, training=module.training)
+    weights = drop(scores.softmax(dim=-1), dropout, module.training)  # torch's dropout, cheaper draws (CPU)
     output = torch.bmm(weights, value.reshape(batch * heads, keys, head_dim))  # (B * H, T, d_k)
     return output.view(batch, heads, length, head_dim).transpose(1, 2), weights.view(batch, heads, length, keys)
 

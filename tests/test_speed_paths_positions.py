@@ -82,3 +82,22 @@ def test_the_encoder_decoder_slices_both_sides():
         padded = model(source, attention_mask=torch.ones_like(source), labels=target,
                        decoder_position_ids=torch.arange(4)[None]).logits
     torch.testing.assert_close(sliced, padded, rtol=1e-6, atol=1e-6)
+
+
+def test_bert_reads_positions_0_to_t_as_a_slice(monkeypatch):
+    from hf_seqmodels import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=32, max_position_embeddings=12)).eval()
+    ids = torch.randint(4, 40, (2, 7))
+    with torch.no_grad():
+        explicit = model(ids, position_ids=torch.arange(7)[None]).last_hidden_state
+        calls = []
+        original = LearnedPositionalEmbedding.forward
+        monkeypatch.setattr(LearnedPositionalEmbedding, "forward", lambda self, ids: calls.append(ids) or original(self, ids))
+        sliced = model(ids).last_hidden_state
+    assert calls == []
+    torch.testing.assert_close(sliced, explicit, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="max_position_embeddings=12"):
+        model(torch.randint(4, 40, (1, 13)))

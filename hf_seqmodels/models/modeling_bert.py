@@ -75,9 +75,11 @@ class BertEmbeddings(nn.Module):
         batch, length = inputs_embeds.shape[:2]
         if token_type_ids is None:  # one segment: sentence A
             token_type_ids = torch.zeros(batch, length, dtype=torch.long, device=inputs_embeds.device)
+        x = inputs_embeds + self.token_type_embeddings(token_type_ids)  # (B, T, H)
+        if position_ids is None and not is_tracing():  # 0 .. T - 1: one slice of the table, no ids to gather
+            return self.dropout(self.layer_norm(x + self.position_embeddings.span(0, length)))
         if position_ids is None:
             position_ids = torch.arange(length, device=inputs_embeds.device)[None]  # (1, T)
-        x = inputs_embeds + self.token_type_embeddings(token_type_ids)  # (B, T, H)
         x = x + self.position_embeddings(position_ids)
         return self.dropout(self.layer_norm(x))
 

@@ -7,8 +7,9 @@ Example (the same command runs on one process, under ``accelerate launch`` or ``
         --preset bert-mini --max_seq_length 128 --num_train_epochs 10 --optim adamw_torch \\
         --learning_rate 5e-4 --lr_scheduler_type cosine --warmup_steps 500 --output_dir runs/bert-mini
 
-A WordPiece tokenizer with ``[CLS]``/``[SEP]``/``[MASK]`` is trained on the text unless
-``--tokenizer_name`` names one (only then is the text read into RAM). The --train_file text is tokenised
+A WordPiece tokenizer with ``[CLS]``/``[SEP]``/``[MASK]`` is trained on the documents that are not held out
+unless ``--tokenizer_name`` names one (the main process reads the --train_file text for it one document at a
+time; the other processes load the saved tokenizer). The --train_file text is tokenised
 once into memory-mapped token files under ``--cache_dir`` (``--overwrite_cache`` to redo) and the sentence
 pairs are drawn as spans of them, so a corpus larger than RAM trains. The last
 ``--validation_split_percentage`` % of the documents are held out for the masked-LM and next-sentence
@@ -43,7 +44,13 @@ from ..core.cli import (
 )
 from ..core.text import read_text_file
 from ..core.token_pairs import TokenDocuments, bert_token_documents
-from .data import SpecialIds, create_pretraining_examples, split_documents, tokenize_documents
+from .data import (
+    SpecialIds,
+    create_pretraining_examples,
+    split_documents,
+    tokenize_documents,
+    tokenizer_training_texts,
+)
 from .trainer import BERT_DEFAULTS, BertPretrainingArguments, BertPretrainingLoop
 
 logger = get_logger(__name__)
@@ -130,12 +137,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = merged(model_args, data_args, training_args)
     configure_logging()
     train_tokenizer = not (args.tokenizer_name or args.model_name_or_path)
-    documents = load_documents(args) if train_tokenizer or not args.train_file else None  # else: token files
+    documents = load_documents(args) if not args.train_file else None  # a --train_file is read as token files
     if documents is not None:
         held_out_documents(args, len(documents))
     accelerator = start_run(training_args)
-    texts = ([" ".join(doc) + "\n" for doc in documents[: -held_out_documents(args, len(documents))]]
-             if train_tokenizer else [])
+    if documents is None:  # the main process streams the files' documents into the tokenizer trainer
+        texts = lambda: ([], tokenizer_training_texts(args.train_file, lambda n: held_out_documents(args, n)))  # noqa: E731
+    else:
+        texts = ([" ".join(doc) + "\n" for doc in documents[: -held_out_documents(args, len(documents))]]
+                 if train_tokenizer else [])
     tokenizer = load_tokenizer(args, texts, accelerator, add_bert_special_tokens=True)
     del texts
     set_seed(training_args.seed)

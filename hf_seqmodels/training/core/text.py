@@ -81,8 +81,10 @@ def load_text_splits(
     return TextSplits(train=train, validation=validation)
 
 
-def _load_hub_texts(name: str, config_name: str | None, text_column: str) -> tuple[list[str], list[str] | None]:
-    """``(train texts, validation texts or None)`` of a ``datasets`` dataset (examples in order)."""
+def load_dataset_splits(name: str, config_name: str | None, text_column: str):
+    """``(train split, validation split or None)`` of a ``datasets`` dataset, as ``datasets.Dataset`` objects
+    (their Arrow files memory-mapped, not read into RAM); the validation split is ``validation``, ``valid`` or
+    ``dev``."""
     import datasets
 
     dataset = datasets.load_dataset(name, config_name)
@@ -92,8 +94,13 @@ def _load_hub_texts(name: str, config_name: str | None, text_column: str) -> tup
     if text_column not in columns:
         raise _invalid("text_column", text_column, f"one of the dataset's columns {columns}")
     validation_split = next((s for s in ("validation", "valid", "dev") if s in dataset), None)
-    validation = list(dataset[validation_split][text_column]) if validation_split else None
-    return list(dataset["train"][text_column]), validation
+    return dataset["train"], dataset[validation_split] if validation_split else None
+
+
+def _load_hub_texts(name: str, config_name: str | None, text_column: str) -> tuple[list[str], list[str] | None]:
+    """``(train texts, validation texts or None)`` of a ``datasets`` dataset (examples in order)."""
+    train, validation = load_dataset_splits(name, config_name, text_column)
+    return list(train[text_column]), None if validation is None else list(validation[text_column])
 
 
 def _line_chunks(texts: list[str], lines_per_chunk: int) -> list[str]:

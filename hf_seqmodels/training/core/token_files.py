@@ -317,12 +317,82 @@ def lm_token_streams(train_file: str | Path, tokenizer, *, validation_file: str 
     return LMTokenStreams(map_array(folder, "train", meta), map_array(folder, "validation", meta), folder)
 
 
+def dataset_texts(dataset, text_column: str = "text", batch_size: int = 1000) -> Iterator[str]:
+    """The ``text_column`` of a ``datasets.Dataset`` one example at a time (read from its memory-mapped Arrow
+    files in batches; a missing value is an empty text)."""
+    for batch in dataset.iter(batch_size=batch_size):
+        yield from (text or "" for text in batch[text_column])
+
+
+def _text_chunks(texts: Iterable[str], lines_per_chunk: int) -> Iterator[str]:
+    """:func:`~.text._line_chunks` one text at a time: each text cut at line ends into chunks of
+    ``lines_per_chunk`` lines (a chunk never spans two texts)."""
+    for text in texts:
+        lines = text.splitlines(keepends=True)
+        yield from ("".join(lines[i : i + lines_per_chunk]) for i in range(0, len(lines), lines_per_chunk))
+
+
+def dataset_train_texts(train, text_column: str = "text", validation_split_percentage: float | None = None
+                        ) -> Iterator[str]:
+    """The texts of the ``train`` split that train: all of them, or with ``validation_split_percentage`` the
+    first ``100 - p`` % of their characters (as :func:`~.text.split_for_validation` cuts)."""
+    if validation_split_percentage is None:
+        return dataset_texts(train, text_column)
+    total = sum(len(text) for text in dataset_texts(train, text_column))
+    cut = math.floor(total * (100.0 - validation_split_percentage) / 100.0)
+    return _split_at(dataset_texts(train, text_column), cut)[0]
+
+
+def lm_dataset_token_streams(train, tokenizer, *, validation=None, text_column: str = "text",
+                             validation_split_percentage: float = 10.0, lines_per_chunk: int = 256,
+                             cache_dir: str | Path | None = None, overwrite_cache: bool = False,
+                             accelerator=None) -> LMTokenStreams:
+    """:func:`lm_token_streams` of a ``datasets`` dataset's ``train`` (and ``validation``) split, whose Arrow
+    files are memory-mapped already: the ids equal ``tokenize_texts`` of
+    ``load_text_splits(dataset_name=...)``'s texts, written once into token files keyed by the splits'
+    fingerprints (``Dataset._fingerprint``: the dataset, its version and any processing) and the tokenizer.
+    The examples are read a batch at a time; no split is held in RAM."""
+    if validation is None and not 0.0 < validation_split_percentage < 100.0:
+        raise _invalid("validation_split_percentage", validation_split_percentage,
+                       "a number strictly between 0 and 100")
+    if text_column not in train.column_names:
+        raise _invalid("text_column", text_column, f"one of the dataset's columns {train.column_names}")
+    arguments = {"lines_per_chunk": lines_per_chunk, "text_column": text_column,
+                 "train": train._fingerprint, "validation": None if validation is None else validation._fingerprint,
+                 "validation_split_percentage": None if validation is not None else validation_split_percentage}
+    key = cache_key("lm-dataset", {"tokenizer": tokenizer}, [], arguments)
+
+    def build(folder: Path) -> dict:
+        dtype = token_dtype(tokenizer)
+        train_chars = sum(len(text) for text in dataset_texts(train, text_column))
+        if validation is not None:
+            texts = dataset_texts(train, text_column), dataset_texts(validation, text_column)
+        else:
+            texts = _split_at(dataset_texts(train, text_column),
+                              math.floor(train_chars * (100.0 - validation_split_percentage) / 100.0))
+        arrays = {}
+        with tqdm(total=train_chars, unit="char", unit_scale=True, desc="Tokenising into token files") as progress:
+            for name, split in zip(("train", "validation"), texts, strict=True):  # train first: see _split_at
+                writer = ArrayWriter(folder / f"{name}.bin", dtype)
+                _write_stream(_text_chunks(split, lines_per_chunk), tokenizer, writer, progress)
+                arrays[name] = writer.close()
+        if not arrays["train"]["length"] or not arrays["validation"]["length"]:
+            raise ValueError("The training or the validation text of the dataset has no tokens.")
+        return {"arrays": arrays}
+
+    folder, meta = prepare(key, build, cache_dir=cache_dir, overwrite_cache=overwrite_cache, accelerator=accelerator)
+    return LMTokenStreams(map_array(folder, "train", meta), map_array(folder, "validation", meta), folder)
+
+
 __all__ = [
     "ArrayWriter",
     "LMTokenStreams",
     "cache_key",
+    "dataset_texts",
+    "dataset_train_texts",
     "default_cache_dir",
     "line_pieces",
+    "lm_dataset_token_streams",
     "lm_token_streams",
     "map_array",
     "prepare",

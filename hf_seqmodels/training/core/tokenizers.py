@@ -1,11 +1,16 @@
 """The tokenizer of a training run: loaded (``--tokenizer_name``, or the model's), or trained on the training text
 and saved in the output folder (reused when resuming); the flags that describe it; the config fields a model takes
-from it; a translation model's separate source tokenizer."""
+from it; a translation model's separate source tokenizer.
+
+A tokenizer is trained by the main process only (:func:`~hf_seqmodels.tokenization.train_on_main_process`): the
+scripts give the training text as a function that only the main process calls, returning the user's files (read
+by the trainer itself, so its messages name the file and line; no copy is written) and/or texts; the other
+processes load the saved tokenizer."""
 
 from __future__ import annotations
 
 import argparse
-import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import field
 from pathlib import Path
 from typing import Any
@@ -14,9 +19,14 @@ from accelerate import Accelerator
 from accelerate.logging import get_logger
 
 from ...hub import SOURCE_TOKENIZER_FOLDER
-from ...tokenization import TOKENIZER_KINDS
+from ...tokenization import TOKENIZER_KINDS, TextFile, train_on_main_process
 
 logger = get_logger(__name__)
+
+#: What a tokenizer is trained on: texts in memory (read as the lines of one file), or a function that only the
+#: main process calls, returning ``(files, texts)``: files read by the trainer (a :class:`TextFile` may stop at a
+#: character) and texts after them.
+TrainingText = list[str] | Callable[[], tuple[list[TextFile], Iterable[str]]]
 
 
 def tokenizer_fields(default_kind: str) -> list[tuple[str, type, Any]]:
@@ -46,38 +56,34 @@ def add_tokenizer_flags(parser: argparse.ArgumentParser, default_kind: str) -> N
             group.add_argument(f"--{name}", type=convert, default=spec.default, help=spec.metadata["help"])
 
 
-def _train_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerator: Accelerator,
+def _train_tokenizer(args: argparse.Namespace, train_text: TrainingText, accelerator: Accelerator,
                      add_bert_special_tokens: bool = False, subfolder: str | None = None,
                      vocab_size: int | None = None, **special_token_switches: bool):
-    """Train a tokenizer on the training text (main process), save it in output_dir (or its ``subfolder``),
+    """Train a tokenizer on ``train_text`` (main process), save it in output_dir (or its ``subfolder``),
     load it everywhere. ``vocab_size`` replaces --vocab_size; ``special_token_switches`` (``add_bos_token``,
     ``add_eos_token``) choose the template, e.g. ``A <eos>`` for a translation model's sentences."""
-    from transformers import AutoTokenizer
-
     output_dir = Path(args.output_dir) / subfolder if subfolder else Path(args.output_dir)
     reuse = args.resume_from_checkpoint is not None and (output_dir / "tokenizer.json").is_file()
-    if not reuse and accelerator.is_main_process:
+
+    def train():
         from ...tokenization import CleaningConfig, train_tokenizer
 
-        output_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=output_dir) as tmp:
-            text_file = Path(tmp) / "train.txt"
-            text_file.write_text("".join(train_texts), encoding="utf-8")
-            sizes = {k: getattr(args, k) for k in ("vocab_size", "min_frequency") if getattr(args, k) is not None}
-            if vocab_size is not None:
-                sizes["vocab_size"] = vocab_size
-            cleaning = CleaningConfig(lowercase=True) if args.lowercase else None
-            tokenizer = train_tokenizer([str(text_file)], kind=args.tokenizer_kind, cleaning=cleaning,
-                                        add_bert_special_tokens=add_bert_special_tokens, **sizes,
-                                        **special_token_switches)
-        tokenizer.save_pretrained(output_dir)
+        files, texts = train_text() if callable(train_text) else ([], train_text)
+        sizes = {k: getattr(args, k) for k in ("vocab_size", "min_frequency") if getattr(args, k) is not None}
+        if vocab_size is not None:
+            sizes["vocab_size"] = vocab_size
+        cleaning = CleaningConfig(lowercase=True) if args.lowercase else None
+        tokenizer = train_tokenizer(files or None, texts=None if files and texts == [] else texts,
+                                    kind=args.tokenizer_kind, cleaning=cleaning,
+                                    add_bert_special_tokens=add_bert_special_tokens, **sizes, **special_token_switches)
         where = f" (saved in {subfolder}/)" if subfolder else ""
         logger.info(f"Trained a {args.tokenizer_kind} tokenizer of {len(tokenizer)} tokens on the training text{where}.")
-    accelerator.wait_for_everyone()
-    return AutoTokenizer.from_pretrained(output_dir)
+        return tokenizer
+
+    return train_on_main_process(output_dir, train, accelerator, reuse=reuse)
 
 
-def load_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerator: Accelerator,
+def load_tokenizer(args: argparse.Namespace, train_texts: TrainingText, accelerator: Accelerator,
                    add_bert_special_tokens: bool = False, **special_token_switches: bool):
     """The tokenizer of --tokenizer_name, of --model_name_or_path, or one trained on ``train_texts``
     (with ``[CLS]``/``[SEP]``/``[MASK]`` when ``add_bert_special_tokens``, with the template that
@@ -107,7 +113,7 @@ def uses_separate_vocabularies(args: argparse.Namespace) -> bool:
 SEQ2SEQ_TEMPLATE = {"add_bos_token": False, "add_eos_token": True}
 
 
-def load_source_tokenizer(args: argparse.Namespace, train_texts: list[str], accelerator: Accelerator):
+def load_source_tokenizer(args: argparse.Namespace, train_texts: TrainingText, accelerator: Accelerator):
     """The source-side tokenizer of --source_tokenizer_name, of --model_name_or_path's
     ``source_tokenizer/`` subfolder, or one trained on ``train_texts`` (the source side) with
     --source_vocab_size tokens (default --vocab_size) and saved in ``output_dir/source_tokenizer/``
@@ -133,5 +139,5 @@ def tokenizer_config_fields(tokenizer) -> dict[str, Any]:
             "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}
 
 
-__all__ = ["SEQ2SEQ_TEMPLATE", "add_tokenizer_flags", "load_source_tokenizer", "load_tokenizer", "tokenizer_config_fields",
+__all__ = ["SEQ2SEQ_TEMPLATE", "TrainingText", "add_tokenizer_flags", "load_source_tokenizer", "load_tokenizer", "tokenizer_config_fields",
            "tokenizer_fields", "uses_separate_vocabularies"]

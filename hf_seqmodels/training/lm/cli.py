@@ -49,8 +49,9 @@ from ..core.cli import (
     start_run,
 )
 from ..core.streaming import load_text_stream, text_stream_splits, tokenize_stream
-from ..core.text import load_text_splits, tokenize_texts
-from ..core.token_files import lm_token_streams
+from ..core.text import load_dataset_splits
+from ..core.token_files import dataset_train_texts, lm_dataset_token_streams, lm_token_streams
+from .data import tokenizer_training_files
 from .trainer import LM_DEFAULTS, LMTrainingArguments, LMTrainingLoop
 
 logger = get_logger(__name__)
@@ -148,21 +149,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 def load_token_streams(args, accelerator):
-    """``(train ids, validation ids, tokenizer)``. A --train_file is tokenised once into memory-mapped token files
-    (:func:`..core.token_files.lm_token_streams`, cached and shared by every process), so the corpus never has to fit
-    in RAM; only training a new tokenizer reads the training text into memory. A --dataset_name is tokenised in RAM."""
-    needs_text = args.dataset_name or not (args.tokenizer_name or args.model_name_or_path)
-    texts = (load_text_splits(args.train_file, args.validation_file, args.dataset_name, args.dataset_config_name,
-                              args.text_column, args.validation_split_percentage) if needs_text else None)
-    tokenizer = load_tokenizer(args, texts.train if texts else [], accelerator)
-    if args.train_file:
-        streams = lm_token_streams(args.train_file, tokenizer, validation_file=args.validation_file,
-                                   validation_split_percentage=args.validation_split_percentage,
-                                   cache_dir=args.cache_dir, overwrite_cache=args.overwrite_cache,
-                                   accelerator=accelerator)
+    """``(train ids, validation ids, tokenizer)``, tokenised once into memory-mapped token files (cached and shared
+    by every process), so the corpus never has to fit in RAM: a --train_file read in blocks
+    (:func:`..core.token_files.lm_token_streams`), a --dataset_name's memory-mapped Arrow splits read a batch at a
+    time (:func:`..core.token_files.lm_dataset_token_streams`). A new tokenizer is trained by the main process on
+    the text before the validation split, read from the file itself or from the dataset."""
+    files = dict(cache_dir=args.cache_dir, overwrite_cache=args.overwrite_cache, accelerator=accelerator)
+    if args.dataset_name:
+        train, validation = load_dataset_splits(args.dataset_name, args.dataset_config_name, args.text_column)
+        held_out = args.validation_split_percentage if validation is None else None
+
+        def examples():  # each example one line or more for the tokenizer trainer (the text builder drops "\n")
+            texts = dataset_train_texts(train, args.text_column, held_out)
+            return [], (text if text.endswith("\n") else text + "\n" for text in texts)
+
+        tokenizer = load_tokenizer(args, examples, accelerator)
+        streams = lm_dataset_token_streams(train, tokenizer, validation=validation, text_column=args.text_column,
+                                           validation_split_percentage=args.validation_split_percentage, **files)
         return streams.train, streams.validation, tokenizer
-    return (tokenize_texts(texts.train, tokenizer, num_proc=args.preprocessing_num_workers),
-            tokenize_texts(texts.validation, tokenizer, num_proc=args.preprocessing_num_workers), tokenizer)
+    tokenizer = load_tokenizer(args, lambda: (tokenizer_training_files(
+        args.train_file, args.validation_file, args.validation_split_percentage), []), accelerator)
+    streams = lm_token_streams(args.train_file, tokenizer, validation_file=args.validation_file,
+                               validation_split_percentage=args.validation_split_percentage, **files)
+    return streams.train, streams.validation, tokenizer
 
 
 def load_text_stream_splits(args, accelerator):

@@ -59,7 +59,13 @@ from ..core.cli import (
 from ..core.plotting import plot_attention
 from ..core.run_files import save_metrics
 from ..core.token_pairs import seq2seq_token_pairs
-from .data import ParallelCorpus, encode_corpus, load_parallel_dataset, read_parallel_corpus
+from .data import (
+    ParallelCorpus,
+    encode_corpus,
+    load_parallel_dataset,
+    read_parallel_corpus,
+    tokenizer_training_text,
+)
 from .trainer import SEQ2SEQ_DEFAULTS, Seq2SeqTrainingArguments, Seq2SeqTrainingLoop, evaluate_bleu
 
 logger = get_logger(__name__)
@@ -276,12 +282,18 @@ def training_pairs(args, read_train: Callable[[], ParallelCorpus], tokenizer, so
 def load_tokenizers(args, read_train: Callable[[], ParallelCorpus], accelerator):
     """``(target tokenizer, source tokenizer)``: one shared tokenizer (trained on both sides) and None, or with
     separate vocabularies one tokenizer per side, each loaded or trained on its own side. ``read_train`` gives
-    the training corpus, read only when a tokenizer is trained."""
+    the training corpus of a --dataset_name, read only when a tokenizer is trained; training files are read by the
+    main process alone (:func:`~.data.tokenizer_training_text`)."""
 
-    def lines(*sides: str) -> list[str]:
+    def lines(*sides: str):
         named = args.source_tokenizer_name if sides == ("sources",) else args.tokenizer_name
         if named or args.model_name_or_path:
             return []  # loaded, not trained: no text needed
+        file, source_file, target_file = split_files(args, "train")
+        if file or source_file or target_file:  # read by the main process only, from the files themselves
+            return lambda: tokenizer_training_text(sides, file, source_file=source_file, target_file=target_file,
+                                                   source_field=args.source_lang, target_field=args.target_lang,
+                                                   max_pairs=_sample_limit(args, "train"))
         corpus = read_train()
         return [text + "\n" for side in sides for text in getattr(corpus, side)]
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from hf_seqmodels.embeddings import vocabulary as vocabulary_module
-from hf_seqmodels.embeddings.vocabulary import Vocabulary, ids_dtype
+from hf_seqmodels.embeddings.cooccurrence import count_cooccurrences
+from hf_seqmodels.embeddings.vocabulary import EncodedCorpus, Vocabulary
 
 
 def reference_encoding(vocab: Vocabulary, sentences):
@@ -54,9 +55,13 @@ def test_an_encoded_corpus_holds_4_bytes_a_token_at_its_peak(monkeypatch):
     assert peak < 5.5 * tokens, f"{peak / tokens:.1f} bytes a token"
 
 
-def test_ids_dtype_keeps_cooccurrence_pair_keys_in_range():
-    assert ids_dtype(46_340) == np.int32  # 46,340**2 < 2**31
-    assert ids_dtype(46_341) == np.int64
+def test_cooccurrence_pair_keys_of_a_large_vocabulary_do_not_overflow_int32_ids():
+    """Ids are int32 whatever the vocabulary; the pair keys ``a * V + b`` (up to V**2) are int64."""
+    size = 50_000  # 50,000**2 > 2**31
+    corpus = EncodedCorpus(ids=np.array([size - 1, size - 2, 7], dtype=np.int32), offsets=np.array([0, 3]), raw_words=3)
+    matrix = count_cooccurrences(corpus, size, window=1, weighting="uniform")
+    pairs = sorted(zip(matrix.rows.tolist(), matrix.cols.tolist(), strict=True))
+    assert pairs == [(7, size - 2), (size - 2, 7), (size - 2, size - 1), (size - 1, size - 2)]
 
 
 def test_a_corpus_without_a_known_word_is_refused():

@@ -101,7 +101,8 @@ def _chunk_counts(ids: np.ndarray, offsets: np.ndarray, start: int, end: int, vo
         if left_end <= start:
             continue
         same = sentence[: left_end - start] == sentence[distance : left_end - start + distance]
-        left, right = ids[start:left_end][same], ids[start + distance:left_end + distance][same]
+        left = ids[start:left_end][same].astype(np.int64)  # keys up to V**2: int64 whatever the ids' type
+        right = ids[start + distance:left_end + distance][same].astype(np.int64)
         weight = 1.0 / distance if weighting == "harmonic" else 1.0
         keys += [left * vocab_size + right, right * vocab_size + left]  # both directions: symmetric
         weights += [np.full(len(left), weight)] * 2

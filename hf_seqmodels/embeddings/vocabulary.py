@@ -43,8 +43,7 @@ PathLike = str | Path
 
 @dataclass
 class EncodedCorpus:
-    """A corpus as word ids: ``ids`` (all sentences one after another; int32, or int64 for a vocabulary of more
-    than 46,340 words, see :func:`ids_dtype`) and ``offsets`` (int64; sentence ``s`` is
+    """A corpus as word ids: ``ids`` (all sentences one after another; int32) and ``offsets`` (int64; sentence ``s`` is
     ``ids[offsets[s]:offsets[s + 1]]``). ``raw_words`` counts the tokens before out-of-vocabulary words were
     dropped."""
 
@@ -157,11 +156,11 @@ class Vocabulary:
     def encode_sentences(self, sentences: Iterable[Sequence[str]]) -> EncodedCorpus:
         """Word ids of each sentence, out-of-vocabulary words dropped; sentences left empty are skipped.
 
-        The ids are numpy :func:`ids_dtype` (4 bytes a token for a vocabulary of up to 46,340 words), written to a
+        The ids are numpy int32 (4 bytes a token), written to a
         temporary file in chunks of :data:`ENCODE_CHUNK_TOKENS` and read back once at the end, so the peak memory
         is the final arrays plus one chunk of Python ints, never a Python list of the whole corpus (about 21
         bytes a token)."""
-        ids, lengths = _SpilledArray(ids_dtype(len(self))), _SpilledArray(np.int64)
+        ids, lengths = _SpilledArray(np.int32), _SpilledArray(np.int64)
         lengths.extend([0])  # offsets[0]
         chunk: list[int] = []
         chunk_lengths: list[int] = []
@@ -225,13 +224,6 @@ def check_window(window: int, corpus: EncodedCorpus) -> None:
 
 #: Tokens of Python ints held at a time by :meth:`Vocabulary.encode_sentences` before they join the numpy buffer.
 ENCODE_CHUNK_TOKENS = 1 << 16
-
-
-def ids_dtype(vocab_size: int) -> type[np.integer]:
-    """The integer type of a corpus's word ids: ``int32`` (4 bytes a token) while the co-occurrence pair keys
-    ``a * vocab_size + b`` (:mod:`.cooccurrence`, computed in the ids' type) fit in it, i.e. up to 46,340 words;
-    ``int64`` for larger vocabularies."""
-    return np.int32 if vocab_size * vocab_size <= np.iinfo(np.int32).max else np.int64
 
 
 class _SpilledArray:

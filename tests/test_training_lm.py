@@ -346,6 +346,24 @@ def test_time_limit_stops_cleanly_and_resume_checks_the_layout(tokenizer, corpus
                         engine_args(tmp_path, block_size=8, resume_from_checkpoint="latest"))
 
 
+def test_a_time_cap_on_one_process_adds_no_collective_per_update(tokenizer, corpus_ids, tmp_path, monkeypatch):
+    """Alone, a process checks its clock without a tensor to reduce (a device sync per update on a GPU)."""
+    from accelerate import Accelerator
+
+    train_ids, eval_ids = corpus_ids
+    reduce, calls = Accelerator.reduce, []
+    monkeypatch.setattr(Accelerator, "reduce", lambda self, tensor, reduction="sum", scale=1.0: (
+        calls.append(reduction), reduce(self, tensor, reduction, scale))[1])
+    counts = []
+    for cap in (None, 60.0):
+        calls.clear()
+        results = train_causal_lm(tiny_nnlm(len(tokenizer)), tokenizer, train_ids, eval_ids,
+                                  engine_args(tmp_path / str(cap), max_steps=3, max_time_minutes=cap))
+        assert results["steps"] == 3
+        counts.append(len(calls))
+    assert counts[0] == counts[1] > 0
+
+
 # --------------------------------------------------------------------------- the command line
 
 

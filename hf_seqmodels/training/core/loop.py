@@ -301,9 +301,11 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
         """True on every process as soon as one of them passed ``max_time_minutes`` (said once, in the log)."""
         if self.args.max_time_minutes is None:
             return False
-        late = float(time.monotonic() - started > 60.0 * self.args.max_time_minutes)
-        flag = torch.tensor(late, device=self.accelerator.device)
-        if self.accelerator.reduce(flag, reduction="sum").item() == 0:
+        late = time.monotonic() - started > 60.0 * self.args.max_time_minutes
+        if self.accelerator.num_processes > 1:  # one late process stops them all; alone, no device sync per update
+            late = self.accelerator.reduce(torch.tensor(float(late), device=self.accelerator.device),
+                                           reduction="sum").item() > 0
+        if not late:
             return False
         logger.warning(f"Time cap of {self.args.max_time_minutes:g} minutes reached after step {self.state.global_step} "
                        f"of {self.total_steps}: stopping; checkpointing, evaluating and saving the model. Continue "

@@ -52,14 +52,13 @@ def test_eval_zero_and_one():
     assert module(x) is x and isinstance(module, nn.Dropout) and module.p == 0.3
 
 
-def test_bert_training_draws_no_bernoulli_in_its_own_dropouts(monkeypatch):
-    """The embeddings' and the attention weights' dropout run :func:`dropout`, not torch's."""
+def test_bert_training_draws_no_bernoulli_in_its_dropouts(monkeypatch):
+    """The embeddings', the attention weights', the feed-forward's and Add & Norm's dropout run :func:`dropout`,
+    not torch's."""
     config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=32, max_position_embeddings=16)
     model = BertForPreTraining(config).train()
-    for module in model.modules():  # the Add & Norm dropouts of the shared layers are not under test here
-        if type(module) is nn.Dropout:
-            module.p = 0.0
+    assert not [name for name, module in model.named_modules() if type(module) is nn.Dropout]
     monkeypatch.setattr(nn.functional, "dropout", lambda *a, **k: pytest.fail("torch's dropout was called"))
     ids = torch.randint(4, 50, (2, 12))
     with torch.autocast("cpu", dtype=torch.bfloat16):  # the bf16 attention path carries the weights' dropout

@@ -15,7 +15,7 @@ from transformers.cache_utils import Cache
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 from .cache_naming import given_cache
-from .feed_forward import PositionwiseFeedForward
+from .feed_forward import Dropout, PositionwiseFeedForward
 from .multi_head_attention import MultiHeadAttention
 
 
@@ -29,14 +29,14 @@ class AddNorm(nn.LayerNorm):
 
     def __init__(self, hidden_size: int, dropout: float, normalize_before: bool, eps: float, bias: bool = True):
         super().__init__(hidden_size, eps=eps, bias=bias)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)  # nn.Dropout with cheaper random draws on a CPU (feed_forward.dropout)
         self.normalize_before = normalize_before
 
     def sublayer_input(self, x: torch.Tensor) -> torch.Tensor:
         return super().forward(x) if self.normalize_before else x
 
     def forward(self, x: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
-        if self.training and self.dropout.p > 0:  # nn.Dropout is the identity otherwise: no call
+        if self.training and self.dropout.p > 0:  # the identity otherwise: no call
             sublayer_output = self.dropout(sublayer_output)
         x = x + sublayer_output
         return x if self.normalize_before else super().forward(x)

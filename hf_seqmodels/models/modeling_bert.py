@@ -36,6 +36,7 @@ from transformers.utils import ModelOutput
 from transformers.utils.generic import can_return_tuple
 
 from .configuration_bert import BertConfig
+from .cross_entropy import summed_cross_entropy
 from .feed_forward import Dropout
 from .input_checks import (
     check_classification_labels,
@@ -289,10 +290,9 @@ def masked_lm_logits_and_loss(
         if not is_tracing():  # the loss reads the labelled rows only (a data-dependent shape: eager mode)
             selected = flat_labels != -100  # (B T,)
             flat_logits, flat_labels = flat_logits[selected], flat_labels[selected]  # (N, V), (N,)
-    reduction = "mean" if num_items_in_batch is None else "sum"
-    loss = nn.functional.cross_entropy(flat_logits.float(), flat_labels, ignore_index=-100, reduction=reduction)
-    if num_items_in_batch is not None:
-        loss = loss / torch.as_tensor(num_items_in_batch, device=loss.device)
+    loss = summed_cross_entropy(flat_logits, flat_labels)
+    count = (flat_labels != -100).sum() if num_items_in_batch is None else num_items_in_batch
+    loss = loss / torch.as_tensor(count, device=loss.device)
     return logits, loss
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .cross_entropy import summed_cross_entropy
 from .input_checks import check_target_ids
 
 
@@ -23,14 +24,13 @@ def shift_tokens_right(labels: torch.LongTensor, pad_token_id: int, decoder_star
 def token_cross_entropy(
     logits: torch.Tensor, labels: torch.Tensor, label_smoothing: float, num_items_in_batch=None
 ) -> torch.Tensor:
-    r"""Mean over the labels that are not ``-100`` of the cross-entropy with the smoothed target
+    r"""Mean over the labels that are not ``-100`` of the float32 cross-entropy with the smoothed target
     :math:`q = (1 - \epsilon_{ls})\,\mathrm{onehot}(y) + \epsilon_{ls} / V`. Trainer's ``num_items_in_batch``
-    (labels in all accumulated micro-batches) replaces the count, so gradient accumulation averages right."""
+    (labels in all accumulated micro-batches) replaces the count, so gradient accumulation averages right.
+    ``logits`` ``(..., V)``, ``labels`` of the same leading shape."""
     check_target_ids(labels, logits.shape[-1])
-    loss = nn.functional.cross_entropy(
-        logits.flatten(0, 1).float(), labels.flatten().to(logits.device),
-        ignore_index=-100, label_smoothing=label_smoothing, reduction="sum",
-    )
+    labels = labels.reshape(-1)
+    loss = summed_cross_entropy(logits.reshape(-1, logits.shape[-1]), labels, label_smoothing)
     count = num_items_in_batch if num_items_in_batch is not None else (labels != -100).sum()
     return loss / count
 

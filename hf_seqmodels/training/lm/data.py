@@ -93,15 +93,20 @@ class StreamWindows:
 
     ``streams`` is a tensor or a (memory-mapped) numpy array; each window is read into int64 tensors. There are ``ceil((N - 1) / bptt)`` windows; the last one may be shorter. The order is fixed, so
     ``epoch`` is ignored and the model's state is carried across windows (``carries_state``).
+
+    ``context`` > 0 (scoring a model that reads each window alone, with overlapping windows): every window
+    also reads up to ``context`` tokens of its row before it, whose labels are -100 (read, not scored), so each
+    token is predicted from at least ``context`` tokens once the row has that many.
     """
 
     carries_state = True
 
-    def __init__(self, streams: Ids, bptt: int):
+    def __init__(self, streams: Ids, bptt: int, context: int = 0):
         if bptt < 1:
             raise _invalid("block_size", bptt, "an integer >= 1")
         self.streams = streams
         self.bptt = bptt
+        self.context = context
 
     def __len__(self) -> int:
         return math.ceil((self.streams.shape[1] - 1) / self.bptt)
@@ -109,10 +114,12 @@ class StreamWindows:
     def batch(self, index: int, epoch: int = 0) -> Window:
         start = index * self.bptt
         length = min(self.bptt, self.streams.shape[1] - 1 - start)
-        return Window(
-            input_ids=as_long_tensor(self.streams[:, start : start + length]),  # (B, T)
-            labels=as_long_tensor(self.streams[:, start + 1 : start + 1 + length]),  # (B, T)
-        )
+        first = max(0, start - self.context)  # the earliest token read
+        labels = as_long_tensor(self.streams[:, first + 1 : start + 1 + length])  # (B, context + T)
+        if start > first:  # the context is only read (a copy: the slice of a one-row tensor is a view)
+            labels = labels.clone()
+            labels[:, : start - first] = -100
+        return Window(input_ids=as_long_tensor(self.streams[:, first : start + length]), labels=labels)
 
 
 class ShuffledContextWindows:

@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from accelerate import Accelerator
 from accelerate.logging import get_logger
 
 from ...models import RecurrentState
 from ...models.cache_naming import cache_field, output_cache
 from ...models.config_utils import invalid
+from ...models.cross_entropy import summed_cross_entropy
 from ..core.arguments import EngineArguments
 from ..core.cards import engine_card_arguments
 from ..core.launch import make_accelerator
@@ -61,10 +61,19 @@ class LMTrainingArguments(EngineArguments):
         "block_size) instead of carrying a state along the stream; not for recurrent models (default: recipe, "
         "False)"), "nargs": "?", "const": True})  # a bare --shuffle_windows is True
 
+    eval_stride: int | None = field(default=None, metadata={"help": (
+        "score the validation stream of a model that reads each window alone (Transformer LM) in windows of "
+        "block_size tokens that move on by eval_stride tokens, each scoring its last eval_stride tokens with the "
+        "block_size - eval_stride before them as context, as a recurrent model carries its state (default: "
+        "block_size, windows side by side)")})
+
     def check(self):
         super().check()
         if self.block_size is not None and (isinstance(self.block_size, bool) or self.block_size < 1):
             raise invalid("block_size", self.block_size, "an integer >= 1")
+        if self.eval_stride is not None and (isinstance(self.eval_stride, bool) or self.eval_stride < 1 or (
+                self.block_size is not None and self.eval_stride > self.block_size)):
+            raise invalid("eval_stride", self.eval_stride, f"an integer from 1 to --block_size ({self.block_size})")
 
 
 def build_train_windows(train_ids: torch.Tensor, args: LMTrainingArguments, model: torch.nn.Module,
@@ -91,6 +100,19 @@ def is_stateful(model: torch.nn.Module) -> bool:
     return bool(getattr(model, "_is_stateful", False))
 
 
+def check_eval_stride(model: torch.nn.Module, stride: int | None, block_size: int) -> int:
+    """The validation windows' stride (``block_size`` when None); a clear error for one that is not in
+    ``[1, block_size]`` or for a model that carries its state along the stream."""
+    if stride is None or stride == block_size:
+        return block_size
+    if is_stateful(model):
+        raise invalid("eval_stride", stride, f"None for {type(model).__name__}, which carries its state along the "
+                      "validation stream (every token is already scored with all the text before it)")
+    if isinstance(stride, bool) or not 1 <= stride <= block_size:
+        raise invalid("eval_stride", stride, f"an integer from 1 to --block_size ({block_size})")
+    return stride
+
+
 @torch.no_grad()
 def stream_nll(model: torch.nn.Module, windows: StreamWindows, device: torch.device) -> tuple[float, int]:
     """``(sum of token NLLs in nats, number of target tokens)`` of ``windows``, the state carried (a
@@ -105,8 +127,7 @@ def stream_nll(model: torch.nn.Module, windows: StreamWindows, device: torch.dev
         labels = window.labels.to(device)
         carried = {**cache_field(state), "use_cache": True} if stateful else {"use_cache": False}
         out = model(window.input_ids.to(device), **carried)
-        logits = out.logits.float().flatten(0, 1)  # (B*T, V)
-        total += F.cross_entropy(logits, labels.flatten(), ignore_index=-100, reduction="sum").item()
+        total += summed_cross_entropy(out.logits.flatten(0, 1), labels.flatten()).item()  # float32, (B*T, V)
         count += int((labels != -100).sum())
         state = output_cache(out)
     model.train(was_training)
@@ -114,16 +135,20 @@ def stream_nll(model: torch.nn.Module, windows: StreamWindows, device: torch.dev
 
 
 def evaluate_causal_lm(model: torch.nn.Module, eval_ids: torch.Tensor, *, batch_size: int = 10, block_size: int = 35,
-                       accelerator: Accelerator | None = None) -> dict[str, float]:
+                       accelerator: Accelerator | None = None, stride: int | None = None) -> dict[str, float]:
     """Validation loss (nats/token) and perplexity of ``eval_ids`` ``(L,)`` cut into ``batch_size`` rows.
 
     The rows are shared among processes (``accelerator``) and the sums reduced, so the result does
     not depend on the number of processes. The ``L % batch_size`` last tokens are not scored.
+    ``stride`` (a model without a carried state): windows of ``block_size`` tokens that move on by ``stride``,
+    each scoring its last ``stride`` tokens (``--eval_stride``); default: windows side by side.
     """
+    stride = check_eval_stride(model, stride, block_size)
     rows = batchify(eval_ids, batch_size)  # (B_eval, N)
     rank, world = process_share(accelerator)
     device = accelerator.device if accelerator else next(model.parameters()).device
-    total, count = stream_nll(model, StreamWindows(shard_rows(rows, rank, world), block_size), device)
+    windows = StreamWindows(shard_rows(rows, rank, world), stride, context=block_size - stride)
+    total, count = stream_nll(model, windows, device)
     sums = torch.tensor([total, float(count)], dtype=torch.float64, device=device)
     if accelerator is not None and world > 1:
         sums = accelerator.reduce(sums, reduction="sum")
@@ -171,6 +196,7 @@ class LMTrainingLoop(TrainingLoop):
         return {"input_ids": stream_slice(self.eval_ids, 0, 32).unsqueeze(0)}
 
     def build_batches(self, model):
+        check_eval_stride(model, self.args.eval_stride, self.args.block_size)  # before training, not after it
         if self.train_stream is None:
             return build_train_windows(self.train_ids, self.args, model, self.accelerator.process_index,
                                        self.accelerator.num_processes)
@@ -229,8 +255,9 @@ class LMTrainingLoop(TrainingLoop):
         return [size / sum(sizes) for size in sizes]
 
     def evaluate_metrics(self, model) -> dict[str, float]:
-        return evaluate_causal_lm(model, self.eval_ids, batch_size=self.args.per_device_eval_batch_size, block_size=self.args.block_size,
-                                  accelerator=self.eval_accelerator)
+        return evaluate_causal_lm(model, self.eval_ids, batch_size=self.args.per_device_eval_batch_size,
+                                  block_size=self.args.block_size, accelerator=self.eval_accelerator,
+                                  stride=self.args.eval_stride)
 
     def card_arguments(self) -> dict[str, Any]:
         return card_training_args(self.args, self.accelerator.num_processes)

@@ -14,8 +14,8 @@ converted to float32 while it is in the cache, and keeps only the logits it was 
 ``--bf16``) and one log-sum-exp per row for the backward. torch's path converts all ``N x V`` logits to
 float32, writes their log-probabilities, keeps those for the backward, writes a float32 gradient and converts
 it back: with bfloat16 logits ``(8192, 2048)`` on one thread the loss with its backward takes 85-95 ms instead
-of 200-240 ms (``benchmarks/bench_bf16.py`` measures the training steps that contain it). Elsewhere (other
-devices, traced graphs) torch's ``cross_entropy`` runs. A backward that is itself differentiated
+of 200-240 ms (``benchmarks/bench_bf16.py`` measures the training steps that contain it). Elsewhere (logits
+that fit in one block, other devices, traced graphs) torch's ``cross_entropy`` runs. A backward that is itself differentiated
 (``create_graph=True``) computes the softmax of all rows at once, with differentiable operations.
 """
 
@@ -87,7 +87,7 @@ def summed_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, label_smoo
     over the targets that are not -100, with ``label_smoothing``: :class:`BlockwiseCrossEntropy` on a CPU in
     eager mode, ``nn.functional.cross_entropy`` on the float32 logits elsewhere (the same value)."""
     targets = targets.to(logits.device)
-    if logits.device.type == "cpu" and not is_tracing():
+    if logits.device.type == "cpu" and not is_tracing() and logits.numel() > BLOCK_ELEMENTS:  # else one block
         return BlockwiseCrossEntropy.apply(logits, targets, float(label_smoothing))
     return nn.functional.cross_entropy(logits.float(), targets, ignore_index=-100, label_smoothing=label_smoothing,
                                        reduction="sum")

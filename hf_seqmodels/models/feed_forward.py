@@ -33,8 +33,10 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     words = torch.empty((count + 3) // 4, dtype=torch.int64, device=x.device).random_(-(1 << 63), None)
     draws = words.view(torch.int16)[:count].view(x.shape)  # uniform on [-32768, 32767]
     dropped = round(p * DROPOUT_LEVELS)  # the draws below -32768 + dropped are dropped
-    keep = draws >= dropped - DROPOUT_LEVELS // 2
-    return torch.where(keep, x, 0.0) * (DROPOUT_LEVELS / (DROPOUT_LEVELS - dropped))
+    keep = (draws >= dropped - DROPOUT_LEVELS // 2).to(x.dtype)  # exactly 0 or 1
+    # two products, not torch.where(keep, x, 0): where and its backward cost more than a product (25-30 % of
+    # the dropout, forward and backward); x * 1 * scale is x * scale rounded once, as torch's dropout
+    return x * keep * (DROPOUT_LEVELS / (DROPOUT_LEVELS - dropped))
 
 
 class Dropout(nn.Dropout):

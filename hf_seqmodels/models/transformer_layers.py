@@ -38,8 +38,16 @@ class AddNorm(nn.LayerNorm):
     def forward(self, x: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
         if self.training and self.dropout.p > 0:  # the identity otherwise: no call
             sublayer_output = self.dropout(sublayer_output)
-        x = x + sublayer_output
-        return x if self.normalize_before else super().forward(x)
+        if self.normalize_before:
+            return x + sublayer_output
+        if x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+            # Post-norm under CPU autocast: the sum and the LayerNorm in the autocast dtype. torch's CPU
+            # LayerNorm computes its statistics in float32 whatever its input, so the stream between sub-layers,
+            # a LayerNorm's output, is bfloat16, as the matrix products read it: no float32 sum, no conversion
+            # of every sub-layer's input and of its gradient (the pre-norm stream stays float32: it accumulates).
+            dtype = torch.get_autocast_dtype("cpu")
+            x, sublayer_output = x.to(dtype), sublayer_output.to(dtype)
+        return super().forward(x + sublayer_output)
 
 
 def add_norm(config) -> AddNorm:

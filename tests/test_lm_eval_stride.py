@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from hf_seqmodels import RNNConfig, RNNForCausalLM, TransformerForCausalLM, TransformerLMConfig
 from hf_seqmodels.training import LMTrainingArguments, evaluate_causal_lm
 from hf_seqmodels.training.lm.data import StreamWindows, batchify
+from hf_seqmodels.training.lm.trainer import LM_DEFAULTS, card_training_args
 
 VOCAB = 13
 
@@ -64,3 +65,10 @@ def test_a_stride_is_refused_for_a_model_that_carries_its_state_and_outside_one_
         evaluate_causal_lm(transformer_lm(), ids, batch_size=2, block_size=8, stride=9)
     with pytest.raises(ValueError, match="eval_stride"):
         LMTrainingArguments(output_dir="unused", block_size=8, eval_stride=0)
+
+
+def test_the_model_card_says_how_the_validation_windows_were_scored():
+    args = LMTrainingArguments(output_dir="unused", block_size=256, eval_stride=128).with_recipe(task_defaults=LM_DEFAULTS)
+    assert card_training_args(args)["validation windows"] == "256 tokens moving on by 128, each scoring its last 128"
+    side_by_side = LMTrainingArguments(output_dir="unused", block_size=256).with_recipe(task_defaults=LM_DEFAULTS)
+    assert "validation windows" not in card_training_args(side_by_side)

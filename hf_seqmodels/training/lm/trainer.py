@@ -158,9 +158,13 @@ def evaluate_causal_lm(model: torch.nn.Module, eval_ids: torch.Tensor, *, batch_
 
 def card_training_args(args: LMTrainingArguments, num_processes: int = 1) -> dict[str, Any]:
     """The hyper-parameters a language model's card lists under "Training procedure"."""
-    return {**engine_card_arguments(args, num_processes),
-            "streams per batch (global)": args.per_device_train_batch_size * num_processes,
-            "window (BPTT) length": args.block_size}
+    values = {**engine_card_arguments(args, num_processes),
+              "streams per batch (global)": args.per_device_train_batch_size * num_processes,
+              "window (BPTT) length": args.block_size}
+    if args.eval_stride is not None and args.eval_stride != args.block_size:
+        values["validation windows"] = (f"{args.block_size} tokens moving on by {args.eval_stride}, each scoring "
+                                        f"its last {args.eval_stride}")
+    return values
 
 
 def stream_position_file(checkpoint: Path, process_index: int) -> Path:

@@ -64,9 +64,8 @@ class BlockwiseCrossEntropy(torch.autograd.Function):
         smoothing = ctx.label_smoothing
         rows, vocab_size = logits.shape
         weight = (counted.to(torch.float32) * grad_output)[:, None]  # (N, 1) d loss / d row loss
-        target = torch.zeros_like(logits, dtype=torch.float32).scatter_(1, safe, 1.0 - smoothing) if (
-            torch.is_grad_enabled()) else None
-        if target is not None:  # a backward that is itself differentiated (create_graph): out-of-place, whole
+        if torch.is_grad_enabled():  # a backward that is itself differentiated (create_graph): out-of-place, whole
+            target = torch.zeros_like(logits, dtype=torch.float32).scatter_(1, safe, 1.0 - smoothing)
             softmax = logits.float().softmax(dim=-1)
             return ((softmax - target - smoothing / vocab_size) * weight).to(logits.dtype), None, None
         grad = torch.empty_like(logits, memory_format=torch.contiguous_format)  # (N, V) in the logits' dtype

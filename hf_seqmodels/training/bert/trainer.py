@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from accelerate import Accelerator
 
 from ...models.config_utils import invalid
+from ...models.cross_entropy import summed_cross_entropy
 from ..core.arguments import EngineArguments
 from ..core.launch import make_accelerator
 from ..core.loop import TrainingLoop, perplexity, process_share, share_counts
@@ -109,8 +109,8 @@ def evaluate_pretraining(model, batches: Iterable[dict[str, torch.Tensor]], devi
         batch = {k: v.to(device) for k, v in batch.items()}
         out = model(**batch, masked_positions_only=True)
         targets = batch["labels"][batch["labels"] != -100]  # (N,)
-        logits = out.prediction_logits.float()  # (N, V)
-        mlm_sum += F.cross_entropy(logits, targets, reduction="sum").item()
+        logits = out.prediction_logits  # (N, V)
+        mlm_sum += summed_cross_entropy(logits, targets).item()  # float32
         mlm_correct += int((logits.argmax(-1) == targets).sum())
         masked += targets.numel()
         nsp_correct += int((out.seq_relationship_logits.argmax(-1) == batch["next_sentence_label"]).sum())

@@ -71,9 +71,8 @@ class LMTrainingArguments(EngineArguments):
         super().check()
         if self.block_size is not None and (isinstance(self.block_size, bool) or self.block_size < 1):
             raise invalid("block_size", self.block_size, "an integer >= 1")
-        if self.eval_stride is not None and (isinstance(self.eval_stride, bool) or self.eval_stride < 1 or (
-                self.block_size is not None and self.eval_stride > self.block_size)):
-            raise invalid("eval_stride", self.eval_stride, f"an integer from 1 to --block_size ({self.block_size})")
+        if self.eval_stride is not None:
+            check_stride_range(self.eval_stride, self.block_size)
 
 
 def build_train_windows(train_ids: torch.Tensor, args: LMTrainingArguments, model: torch.nn.Module,
@@ -100,6 +99,12 @@ def is_stateful(model: torch.nn.Module) -> bool:
     return bool(getattr(model, "_is_stateful", False))
 
 
+def check_stride_range(stride: int, block_size: int | None) -> None:
+    """``--eval_stride`` must be an integer from 1 to ``block_size`` (when that is known)."""
+    if isinstance(stride, bool) or stride < 1 or (block_size is not None and stride > block_size):
+        raise invalid("eval_stride", stride, f"an integer from 1 to --block_size ({block_size})")
+
+
 def check_eval_stride(model: torch.nn.Module, stride: int | None, block_size: int) -> int:
     """The validation windows' stride (``block_size`` when None); a clear error for one that is not in
     ``[1, block_size]`` or for a model that carries its state along the stream."""
@@ -108,8 +113,7 @@ def check_eval_stride(model: torch.nn.Module, stride: int | None, block_size: in
     if is_stateful(model):
         raise invalid("eval_stride", stride, f"None for {type(model).__name__}, which carries its state along the "
                       "validation stream (every token is already scored with all the text before it)")
-    if isinstance(stride, bool) or not 1 <= stride <= block_size:
-        raise invalid("eval_stride", stride, f"an integer from 1 to --block_size ({block_size})")
+    check_stride_range(stride, block_size)
     return stride
 
 

@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from accelerate import Accelerator
 from accelerate.utils import gather_object
 from tqdm.auto import tqdm
 
 from ...hub import SOURCE_TOKENIZER_FOLDER
 from ...models.config_utils import invalid
+from ...models.cross_entropy import summed_cross_entropy
 from ..core.arguments import EngineArguments
 from ..core.launch import make_accelerator
 from ..core.loop import TrainingLoop, perplexity, process_share, share_counts
@@ -89,9 +89,8 @@ def pairs_nll(model, pairs: EncodedPairs, pad_token_id: int, batch_size: int, de
     for rows in _length_sorted_batches([len(s) for s in pairs.sources], batch_size):
         batch = collate_pairs([pairs.sources[i] for i in rows], [pairs.targets[i] for i in rows], pad_token_id)
         batch = {k: v.to(device) for k, v in batch.items()}
-        logits = model(**batch).logits.float()  # (B, T, V)
-        total += F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=-100,
-                                 reduction="sum").item()
+        logits = model(**batch).logits  # (B, T, V)
+        total += summed_cross_entropy(logits.flatten(0, 1), batch["labels"].flatten()).item()  # float32
         count += int((batch["labels"] != -100).sum())
     return total, count
 

@@ -21,6 +21,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def rank_log_lines(folder: Path) -> list[str]:
+    """The lines launched processes wrote to ``folder/rank<N>.log``, rank by rank. Each process writes its own
+    file: lines that processes print to one shared stdout can reach the parent merged into one line."""
+    return [line for path in sorted(Path(folder).glob("rank*.log")) for line in path.read_text("utf-8").splitlines()]
+
+
 FSDP_CPU_CONFIG = REPO / "training" / "configs" / "fsdp_cpu_2proc.yaml"
 DEEPSPEED_CPU_CONFIG = REPO / "training" / "configs" / "deepspeed_cpu_2proc.yaml"
 SHARDING_LOG = "(FSDP2: parameters, gradients and optimizer state sharded)"

@@ -72,19 +72,26 @@ from hf_seqmodels.tokenization import TextFile, train_on_main_process, train_tok
 
 accelerator = Accelerator(cpu=True)
 rank = accelerator.process_index
+log = open(f"{sys.argv[5]}/rank{rank}.log", "w", encoding="utf-8", buffering=1)  # one file per process: no interleaving
+
+
+def say(line):
+    log.write(f"rank {rank} {line}\\n")
+
 
 def trainer(path):
     def train():
-        print(f"rank {rank} reads {path}", flush=True)
+        say(f"reads {path}")
         return train_tokenizer([TextFile(path)], kind="word", min_frequency=1)
     return train
 
 tokenizer = train_on_main_process(sys.argv[3], trainer(sys.argv[1]), accelerator)
-print(f"rank {rank} vocabulary {sorted(tokenizer.get_vocab().items())}", flush=True)
+say(f"vocabulary {sorted(tokenizer.get_vocab().items())}")
 try:
     train_on_main_process(sys.argv[4], trainer(sys.argv[2]), accelerator)
 except Exception as error:
-    print(f"rank {rank} error {type(error).__name__}: {error}", flush=True)
+    say(f"error {type(error).__name__}: {error}")
+log.close()
 """
 
 
@@ -92,7 +99,7 @@ except Exception as error:
 def test_two_processes_read_the_text_once(tmp_path):
     """Under ``accelerate launch`` with 2 CPU processes only rank 0 reads the text; both get its tokenizer, and
     an error in the user's file reaches both processes (naming the file on rank 0) instead of a hang."""
-    from distributed_utils import free_port
+    from distributed_utils import free_port, rank_log_lines
 
     good, bad = tmp_path / "good.txt", tmp_path / "bad.txt"
     good.write_text(TEXT, encoding="utf-8")
@@ -103,10 +110,10 @@ def test_two_processes_read_the_text_once(tmp_path):
            "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
                            "--main_process_port", str(free_port()), str(script), str(good), str(bad),
-                           str(tmp_path / "out1"), str(tmp_path / "out2")],
+                           str(tmp_path / "out1"), str(tmp_path / "out2"), str(tmp_path)],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    lines = done.stdout.splitlines()
+    lines = rank_log_lines(tmp_path)
     assert sorted(line for line in lines if " reads " in line) == [f"rank 0 reads {bad}", f"rank 0 reads {good}"]
     vocabularies = sorted(line for line in lines if " vocabulary " in line)
     assert len(vocabularies) == 2 and vocabularies[0].split(" ", 2)[2] == vocabularies[1].split(" ", 2)[2]

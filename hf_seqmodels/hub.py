@@ -15,6 +15,7 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from .models.stateful_generation import StatefulGenerationMixin
 from .pipelines import save_pipelines
 
 logger = logging.getLogger(__name__)
@@ -206,9 +207,15 @@ beams = model.generate(**inputs, max_new_tokens=100, num_beams=4, length_penalty
 print(tokenizer.decode(beams[0], skip_special_tokens=True))
 ```
 
-The recurrent state is the generation cache: `generate()` feeds one token per step and beam search
-reorders the state. Pass `return_dict_in_generate=True` to get the state back (as `past_key_values`,
-or `cache` from transformers 5.24) and continue from it later."""
+{cache_note} Pass `return_dict_in_generate=True` to get the cache back (as `past_key_values`, or `cache` from
+transformers 5.24) and continue from it later."""
+
+#: what the generation cache of a causal LM holds: a fixed-size state, or every layer's keys and values
+STATE_CACHE_NOTE = ("The model's state is the generation cache: `generate()` feeds one token per step and beam "
+                    "search reorders the state.")
+KEY_VALUE_CACHE_NOTE = ("The generation cache holds every layer's keys and values (a `DynamicCache`); "
+                        "`generate(..., cache_implementation=\"static\")` gives fixed-size buffers, as "
+                        "`torch.compile` wants.")
 
 SOURCE_TOKENIZER_FOLDER = "source_tokenizer"  # the source-side tokenizer of a model with separate vocabularies
 
@@ -284,7 +291,8 @@ def _usage(model) -> tuple[str, str]:
         separate = getattr(model.config, "source_vocab_size", None) is not None
         return (SEQ2SEQ_SEPARATE_VOCABULARIES_USAGE if separate else SEQ2SEQ_USAGE), "translation"
     if model.can_generate():
-        return CAUSAL_LM_USAGE, "text-generation"
+        note = STATE_CACHE_NOTE if isinstance(model, StatefulGenerationMixin) else KEY_VALUE_CACHE_NOTE
+        return CAUSAL_LM_USAGE.replace("{cache_note}", note), "text-generation"
     name = type(model).__name__
     task = next((task for suffix, task in HEAD_TASKS.items() if name.endswith(suffix)), None)
     if task is None:

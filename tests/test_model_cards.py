@@ -62,3 +62,19 @@ def test_a_family_defined_elsewhere_gets_its_config_docstring(tmp_path, caplog):
     text = write_model_card(tmp_path, model, None, {}).read_text()
     assert "## About the architecture\n\nA family from another package.\n" in text and "Details" not in text
     assert "templates/families/elsewhere_lm.md" in caplog.text
+
+
+@pytest.mark.parametrize("model_type, cache_words", [
+    ("hfsm_transformer_lm", "holds every layer's keys and values"),
+    ("hfsm_rnn", "The model's state is the generation cache"),
+    ("hfsm_nnlm", "The model's state is the generation cache"),
+])
+def test_a_causal_lm_card_describes_the_cache_its_family_generates_with(model_type, cache_words, tmp_path):
+    """A Transformer LM generates with a key/value cache, the recurrent models and the NNLM with a fixed-size
+    state: each card says which, and not the other."""
+    config_class = next(c for c in FAMILIES if c.model_type == model_type)
+    model = FAMILIES[config_class][next(auto for auto in FAMILIES[config_class] if "CausalLM" in auto.__name__)]
+    text = write_model_card(tmp_path, model(config_class.from_preset("tiny")), None, {"eval_loss": 1.0}).read_text()
+    assert cache_words in text
+    other = "The model's state" if "keys and values" in cache_words else "keys and values"
+    assert other not in text

@@ -2,8 +2,9 @@
 # Multi30k English→German: the plain RNN encoder-decoder (no attention), Bahdanau attention, Luong
 # "general" attention and a small Transformer, each trained with training/train_seq2seq.py for the same
 # wall-clock budget on one shared BPE tokenizer, then scored with sacreBLEU (beam search, 5 beams) on
-# test_2016_flickr. Two models train at a time, one thread each (a 2-core machine). Each run writes its
-# translations, attention heatmap, loss curve and model card to runs/multi30k-<name>/.
+# test_2016_flickr. Two models train at a time, one thread each (a 2-core machine), under bf16 autocast
+# (--bf16: float32 master weights). Each run writes its translations, attention heatmap, loss curve and
+# model card to runs/multi30k-<name>/.
 #
 #   bash training/reproductions/multi30k_attention.sh [path/to/multi30k] [minutes per model]
 set -euo pipefail
@@ -20,7 +21,7 @@ COMMON=(--train_source_file "$DATA/train.en.gz" --train_target_file "$DATA/train
         --tokenizer_name runs/multi30k-tokenizer
         --max_tokens_per_batch 3000 --max_source_length 64 --max_target_length 64 --max_grad_norm 1.0
         --num_train_epochs 20 --max_time_minutes "$MINUTES" --max_eval_samples 200 --num_beams 5
-        --generation_max_length 64 --seed 1234 --disable_tqdm)
+        --generation_max_length 64 --seed 1234 --disable_tqdm --bf16)
 RNN=(--model_family rnn_seq2seq --preset rnnsearch --optim adamw_torch --learning_rate 1e-3)
 RNN_SIZE="embedding_size=256,hidden_size=256,attention_hidden_size=256,hidden_dropout_prob=0.2,init_range=0.1"
 TRANSFORMER_SIZE="d_model=256,encoder_layers=3,decoder_layers=3,encoder_attention_heads=4,decoder_attention_heads=4"

@@ -22,6 +22,7 @@ if [ ! -f runs/bert-mini-wikitext2/model.safetensors ]; then
       --num_train_epochs 100 --max_steps 5500 --max_time_minutes 50 \
       --optim adamw_torch --learning_rate 1e-3 --adam_beta2 0.98 --adam_epsilon 1e-6 --weight_decay 0.01 \
       --lr_scheduler_type cosine --warmup_steps 500 --save_steps 500 --logging_steps 100 --disable_tqdm \
+      --gradient_accumulation_steps 1 --max_grad_norm 5.0 --bf16 \
       --output_dir runs/bert-mini-wikitext2 > runs/bert-mini-wikitext2.log 2>&1
 fi
 

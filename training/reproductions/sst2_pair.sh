@@ -85,5 +85,6 @@ PY
       --max_seq_length 64 --per_device_train_batch_size 32 --num_train_epochs 100 --max_steps 4000 --max_time_minutes 30 \
       --optim adamw_torch --learning_rate 5e-4 --adam_beta2 0.98 --adam_epsilon 1e-6 --weight_decay 0.01 \
       --lr_scheduler_type cosine --warmup_steps 200 --save_steps 500 --logging_steps 100 --disable_tqdm \
+      --gradient_accumulation_steps 1 --max_grad_norm 5.0 --bf16 \
       --dataset_label sst2 --output_dir "$output" > "$output.log" 2>&1
 }

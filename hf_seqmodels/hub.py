@@ -15,7 +15,7 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from .models.stateful_generation import StatefulGenerationMixin
+from .models.stateful_generation import is_stateful
 from .pipelines import save_pipelines
 
 logger = logging.getLogger(__name__)
@@ -291,7 +291,7 @@ def _usage(model) -> tuple[str, str]:
         separate = getattr(model.config, "source_vocab_size", None) is not None
         return (SEQ2SEQ_SEPARATE_VOCABULARIES_USAGE if separate else SEQ2SEQ_USAGE), "translation"
     if model.can_generate():
-        note = STATE_CACHE_NOTE if isinstance(model, StatefulGenerationMixin) else KEY_VALUE_CACHE_NOTE
+        note = STATE_CACHE_NOTE if is_stateful(model) else KEY_VALUE_CACHE_NOTE
         return CAUSAL_LM_USAGE.replace("{cache_note}", note), "text-generation"
     name = type(model).__name__
     task = next((task for suffix, task in HEAD_TASKS.items() if name.endswith(suffix)), None)

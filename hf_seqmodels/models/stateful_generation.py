@@ -10,6 +10,12 @@ from .input_checks import check_target_ids
 from .state_cache import RecurrentState
 
 
+def is_stateful(model: torch.nn.Module) -> bool:
+    """True for models whose generation cache is a fixed-size state carried from step to step (the RNNs, the
+    NNLM: :class:`StatefulGenerationMixin` sets transformers' ``_is_stateful``); False for key/value caches."""
+    return bool(getattr(model, "_is_stateful", False))
+
+
 class StatefulGenerationMixin(GenerationMixin):  # the name must end in "GenerationMixin" (can_generate)
     """``generate()`` support and the loss for language models that carry a fixed-size state.
 

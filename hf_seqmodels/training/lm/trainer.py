@@ -30,6 +30,7 @@ from ...models import RecurrentState
 from ...models.cache_naming import cache_field, output_cache
 from ...models.config_utils import invalid
 from ...models.cross_entropy import summed_cross_entropy
+from ...models.stateful_generation import is_stateful
 from ..core.arguments import EngineArguments
 from ..core.cards import engine_card_arguments
 from ..core.launch import make_accelerator
@@ -92,11 +93,6 @@ def build_train_windows(train_ids: torch.Tensor, args: LMTrainingArguments, mode
         process_index=process_index, num_processes=num_processes, seed=args.seed,
         fill_id=getattr(model, "context_fill_id", 0),
     )
-
-
-def is_stateful(model: torch.nn.Module) -> bool:
-    """True for models whose generation cache is a fixed-size state carried across windows (RNNs, NNLM)."""
-    return bool(getattr(model, "_is_stateful", False))
 
 
 def check_stride_range(stride: int, block_size: int | None) -> None:

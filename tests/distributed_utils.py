@@ -6,6 +6,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,10 +22,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def rank_log_lines(folder: Path) -> list[str]:
-    """The lines launched processes wrote to ``folder/rank<N>.log``, rank by rank. Each process writes its own
-    file: lines that processes print to one shared stdout can reach the parent merged into one line."""
-    return [line for path in sorted(Path(folder).glob("rank*.log")) for line in path.read_text("utf-8").splitlines()]
+def rank_logger():
+    """In a child script started by :func:`launch_child_script`: a function that writes one line, prefixed with
+    ``rank <RANK> ``, to this process's own file ``$RANK_LOG_DIR/rank<RANK>.log``. Lines that processes print
+    to one shared stdout can reach the parent merged into one line; one file per process cannot."""
+    rank = os.environ["RANK"]
+    log = open(Path(os.environ["RANK_LOG_DIR"]) / f"rank{rank}.log", "w", encoding="utf-8", buffering=1)
+    return lambda line: log.write(f"rank {rank} {line}\n")
+
+
+def launch_child_script(script: Path, argv: list[str], log_dir: Path, timeout: int = 120) -> list[str]:
+    """``accelerate launch`` of ``script`` on 2 CPU processes, one thread each, with this folder importable
+    (for :func:`rank_logger`); fails the test with the end of the log if the run fails. Returns the lines the
+    processes logged with :func:`rank_logger` into ``log_dir``, rank by rank."""
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1", "RANK_LOG_DIR": str(log_dir),
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+                           "--main_process_port", str(free_port()), str(script), *argv],
+                          env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [line for path in sorted(Path(log_dir).glob("rank*.log")) for line in path.read_text("utf-8").splitlines()]
 
 
 FSDP_CPU_CONFIG = REPO / "training" / "configs" / "fsdp_cpu_2proc.yaml"

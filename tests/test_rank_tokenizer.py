@@ -3,11 +3,6 @@ and trained once per run: the main process reads the text, the other processes l
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from hf_seqmodels.tokenization import TextFile, train_on_main_process, train_tokenizer
@@ -70,13 +65,10 @@ import sys
 from accelerate import Accelerator
 from hf_seqmodels.tokenization import TextFile, train_on_main_process, train_tokenizer
 
+from distributed_utils import rank_logger
+
 accelerator = Accelerator(cpu=True)
-rank = accelerator.process_index
-log = open(f"{sys.argv[5]}/rank{rank}.log", "w", encoding="utf-8", buffering=1)  # one file per process: no interleaving
-
-
-def say(line):
-    log.write(f"rank {rank} {line}\\n")
+say = rank_logger()
 
 
 def trainer(path):
@@ -91,7 +83,6 @@ try:
     train_on_main_process(sys.argv[4], trainer(sys.argv[2]), accelerator)
 except Exception as error:
     say(f"error {type(error).__name__}: {error}")
-log.close()
 """
 
 
@@ -99,21 +90,14 @@ log.close()
 def test_two_processes_read_the_text_once(tmp_path):
     """Under ``accelerate launch`` with 2 CPU processes only rank 0 reads the text; both get its tokenizer, and
     an error in the user's file reaches both processes (naming the file on rank 0) instead of a hang."""
-    from distributed_utils import free_port, rank_log_lines
+    from distributed_utils import launch_child_script
 
     good, bad = tmp_path / "good.txt", tmp_path / "bad.txt"
     good.write_text(TEXT, encoding="utf-8")
     bad.write_bytes(b"ok\n\xff\n")
     script = tmp_path / "child.py"
     script.write_text(CHILD)
-    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-                           "--main_process_port", str(free_port()), str(script), str(good), str(bad),
-                           str(tmp_path / "out1"), str(tmp_path / "out2"), str(tmp_path)],
-                          env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = rank_log_lines(tmp_path)
+    lines = launch_child_script(script, [str(good), str(bad), str(tmp_path / "out1"), str(tmp_path / "out2")], tmp_path)
     assert sorted(line for line in lines if " reads " in line) == [f"rank 0 reads {bad}", f"rank 0 reads {good}"]
     vocabularies = sorted(line for line in lines if " vocabulary " in line)
     assert len(vocabularies) == 2 and vocabularies[0].split(" ", 2)[2] == vocabularies[1].split(" ", 2)[2]

@@ -3,11 +3,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from hf_seqmodels.training.lm.cli import main as lm_main
@@ -32,13 +27,14 @@ import sys
 import os
 import hf_seqmodels.training.{task}.cli as cli
 
-rank = os.environ.get("RANK")
-log = open(os.path.join(os.environ["RANK_LOG_DIR"], f"rank{{rank}}.log"), "w", encoding="utf-8", buffering=1)
+from distributed_utils import rank_logger
+
+say = rank_logger()
 
 def spy(name):
     function = getattr(cli, name)
     def wrapper(*args, **kwargs):
-        log.write(f"rank {{rank}} calls {{name}}\\n")
+        say(f"calls {{name}}")
         return function(*args, **kwargs)
     setattr(cli, name, wrapper)
 
@@ -54,7 +50,7 @@ BERT_ARGS = ["--preset", "tiny", "--vocab_size", "80", "--min_frequency", "1", "
 @pytest.mark.slow
 @pytest.mark.parametrize("task", ["lm", "bert"])
 def test_two_processes_read_the_text_for_the_tokenizer_once(task, tmp_path):
-    from distributed_utils import free_port, rank_log_lines
+    from distributed_utils import launch_child_script
 
     corpus = tmp_path / "train.txt"
     corpus.write_text(TEXT, encoding="utf-8")
@@ -64,12 +60,6 @@ def test_two_processes_read_the_text_for_the_tokenizer_once(task, tmp_path):
     script.write_text(CHILD.format(task=task, spied=reads))
     args = [*(LM_ARGS if task == "lm" else BERT_ARGS), "--train_file", str(corpus), "--output_dir",
             str(tmp_path / "out"), "--cache_dir", str(tmp_path / "cache")]
-    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1", "RANK_LOG_DIR": str(tmp_path),
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-                           "--main_process_port", str(free_port()), str(script), *args],
-                          env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    calls = sorted(line for line in rank_log_lines(tmp_path) if " calls " in line)
+    calls = sorted(line for line in launch_child_script(script, args, tmp_path, timeout=300) if " calls " in line)
     assert calls == [f"rank 0 calls {reads[0]}"]
     assert (tmp_path / "out" / "tokenizer.json").is_file() and not any((tmp_path / "out").rglob("train.txt"))

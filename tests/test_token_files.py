@@ -4,8 +4,6 @@ from them."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -258,33 +256,28 @@ from accelerate import Accelerator
 from hf_seqmodels.training.core import token_files
 from hf_seqmodels.training.core.token_files import lm_token_streams
 from test_token_files import char_tokenizer
+from distributed_utils import rank_logger
 
 accelerator = Accelerator(cpu=True)
-log = open(f"{sys.argv[3]}/rank{accelerator.process_index}.log", "w", encoding="utf-8", buffering=1)
+say = rank_logger()
 write_stream = token_files._write_stream
 def reporting(*args):
-    log.write(f"rank {accelerator.process_index} tokenises\\n")
+    say("tokenises")
     write_stream(*args)
 token_files._write_stream = reporting
 streams = lm_token_streams(sys.argv[1], char_tokenizer(), cache_dir=sys.argv[2], accelerator=accelerator)
-log.write(f"rank {accelerator.process_index} tokens {len(streams.train)} folder {streams.folder.name}\\n")
+say(f"tokens {len(streams.train)} folder {streams.folder.name}")
 """
 
 
 @pytest.mark.slow
 def test_two_processes_prepare_once(corpus, tmp_path):
     """Under ``accelerate launch`` with 2 CPU processes, the main process prepares and both map the files."""
-    from distributed_utils import free_port, rank_log_lines
+    from distributed_utils import launch_child_script
 
     script = tmp_path / "child.py"
     script.write_text(CHILD)
-    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-                           "--main_process_port", str(free_port()), str(script), str(corpus), str(tmp_path / "c"), str(tmp_path)],
-                          env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    logged = rank_log_lines(tmp_path)
+    logged = launch_child_script(script, [str(corpus), str(tmp_path / "c")], tmp_path)
     lines = sorted(line for line in logged if " tokens " in line)
     assert len(lines) == 2 and lines[0].split()[2:] == lines[1].split()[2:]
     assert sorted(set(line for line in logged if "tokenises" in line)) == ["rank 0 tokenises"]

@@ -131,7 +131,23 @@ def test_bert_trains_its_tokenizer_on_the_documents_not_held_out(tmp_path):
     second.write_text("Fifth doc.\n", encoding="utf-8")
     documents = split_documents(text) + split_documents("Fifth doc.\n")
     texts = list(tokenizer_training_texts([first, second], held_out=lambda count: count // 2))
-    assert len(documents) == 5 and texts == [" ".join(d) + "\n" for d in documents[:3]]
+    assert len(documents) == 5 and texts == [sentence + "\n" for d in documents[:3] for sentence in d]
+
+
+def test_bert_trains_its_tokenizer_on_an_article_longer_than_a_tokenizer_line(tmp_path):
+    """A WikiText article runs past the tokenizer trainer's 100,000-character line limit: its sentences are the
+    lines the tokenizer reads, so pretraining on it trains a tokenizer instead of failing."""
+    from hf_seqmodels.tokenization.corpus import DEFAULT_MAX_LINE_LENGTH
+    from hf_seqmodels.tokenization.training import train_tokenizer
+    from hf_seqmodels.training.bert.data import tokenizer_training_texts
+
+    paragraph = "the lobster is a species of crustacean found in the eastern atlantic . " * 20
+    article = tmp_path / "wiki.txt"
+    article.write_text(" = Lobster = \n" + "\n".join([paragraph] * 120) + "\n = Crab = \nA crab.\n", encoding="utf-8")
+    assert article.stat().st_size > DEFAULT_MAX_LINE_LENGTH
+    texts = tokenizer_training_texts([article], held_out=lambda count: 1)
+    tokenizer = train_tokenizer([], texts=texts, kind="wordpiece", vocab_size=200, min_frequency=1)
+    assert "lobster" in tokenizer.get_vocab() and "crab" not in tokenizer.get_vocab()
 
 
 def test_seq2seq_trains_on_the_aligned_files_or_streams_the_sentences(tmp_path):

@@ -35,12 +35,13 @@ round(r['eval_accuracy'], 4), 'train s', round(r['train_runtime_seconds']))" \
 }
 
 # The training/finetune.py flags every SST-2 reproduction uses, into the array SST2 (callers add how often to
-# evaluate and log, and any subset):  sst2_flags <path/to/shared/data> <learning rate> <epochs> <seed>
+# evaluate and log, and any subset; on a CPU unless USE_CPU=False):
+#   sst2_flags <path/to/shared/data> <learning rate> <epochs> <seed>
 sst2_flags() {
   SST2=(--task sequence-classification --train_file "$1/sst2/train.tsv" --validation_file "$1/sst2/dev.tsv"
         --max_seq_length 64 --per_device_train_batch_size 32 --per_device_eval_batch_size 128
         --learning_rate "$2" --warmup_steps 0.06 --weight_decay 0.01 --num_train_epochs "$3"
-        --save_strategy no --report_to none --use_cpu --seed "$4" --disable_tqdm true)
+        --save_strategy no --report_to none --use_cpu "${USE_CPU:-True}" --seed "$4" --disable_tqdm true)
 }
 
 # The arguments of bert_wikitext2_sst2.sh and bert_wikitext2_sst2_tapt.sh into DATA, EPOCHS, SEEDS and LR:

@@ -258,16 +258,18 @@ def wordpiece_word_starts(input_ids: torch.Tensor, tokenizer) -> torch.Tensor:
 
 
 def tokenizer_training_texts(train_files: Iterable[str | Path], held_out: Callable[[int], int]) -> Iterator[str]:
-    """The text a tokenizer is trained on, one document at a time: ``" ".join(sentences) + "\\n"`` of every
-    document of ``train_files`` (:func:`split_documents`'s documents, streamed) but the last ``held_out(count)``
-    ones, ``count`` being the number of documents. The files are read twice (to count, then to give the text),
-    so no more than one document is held in memory."""
+    """The text a tokenizer is trained on: one line per sentence (``sentence + "\\n"``) of every document of
+    ``train_files`` (:func:`split_documents`'s documents, streamed) but the last ``held_out(count)`` ones,
+    ``count`` being the number of documents. A sentence is a line of the file, so a long article (a WikiText
+    one runs past 100,000 characters) never becomes one over-long line of tokenizer text. The files are read
+    twice (to count, then to give the text), so no more than one document is held in memory."""
     train_files = list(train_files)
     count = sum(1 for path in train_files for _ in stream_documents(path))
     kept = count - held_out(count)
     documents = (document for path in train_files for document in stream_documents(path))
     for _, document in zip(range(kept), documents, strict=False):
-        yield " ".join(document) + "\n"
+        for sentence in document:
+            yield sentence + "\n"
 
 
 __all__ = [

@@ -9,6 +9,7 @@
 #   bash training/reproductions/multi30k_attention.sh [path/to/multi30k] [minutes per model]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source training/reproductions/background.sh  # a stopped script stops its runs too
 DATA=${1:-../shared/data/multi30k}
 MINUTES=${2:-25}
 mkdir -p runs/multi30k-tokenizer

@@ -10,6 +10,7 @@
 # STAGES=gated runs only the GRU and the LSTM.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source training/reproductions/background.sh  # a stopped script stops its runs too
 DATA=${1:-../shared/data/tinyshakespeare/input.txt}
 COMMON=(--train_file "$DATA" --validation_split_percentage 10 --tokenizer_kind char
         --per_device_train_batch_size 64 --block_size 100 --optim adamw_torch --learning_rate 2e-3

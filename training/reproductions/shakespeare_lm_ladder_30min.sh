@@ -15,6 +15,7 @@
 # (all_results.json, card).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source training/reproductions/background.sh  # a stopped script stops its runs too
 DATA=${1:-../shared/data/tinyshakespeare/input.txt}
 MINUTES=${MINUTES:-30}
 STAGES=${STAGES:-"transformer lstm gru rnn nnlm"}

@@ -8,6 +8,8 @@
 # A run whose folder already holds all_results.json is reported, not repeated: the scratch run depends only on
 # the tokenizer and the flags, so reproductions that share both share it (one with a tokenizer of its own sets
 # SCRATCH_RUN to a name of its own).
+source training/reproductions/background.sh  # a stopped script stops its fine-tuning runs too
+
 finetune_pair() {
   local model=$1 name=$2 pattern=$3 label=$4
   shift 4

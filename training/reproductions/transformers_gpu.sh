@@ -14,6 +14,7 @@
 #       [tinyshakespeare.txt] [multi30k folder] [tokenizer folder]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source training/reproductions/background.sh  # a stopped script stops its runs too
 TEXT=${1:-../shared/data/tinyshakespeare/input.txt}
 DATA=${2:-../shared/data/multi30k}
 TOKENIZER=${3:-runs/multi30k-tokenizer}

@@ -470,6 +470,35 @@ def test_bf16_autocast_on_cpu_trains_close_to_fp32_but_not_identically(tokenizer
     assert {t.dtype for t in weights(tmp_path / "bf16").values()} == {torch.float32}  # fp32 master weights
 
 
+def test_bf16_on_a_cpu_whose_bf16_products_are_slower_says_so_with_the_figures(
+        tmp_path, fresh_accelerator_state, monkeypatch, caplog):
+    """Where bf16 matrix products run slower than float32 ones (a CPU without fast bf16 kernels), --bf16 trains
+    but warns with both measured speeds; where they run faster, it says nothing."""
+    from hf_seqmodels.training.core import launch
+
+    for speeds, warned in (({"float32": 300.0, "bfloat16": 160.0}, True),
+                           ({"float32": 180.0, "bfloat16": 420.0}, False)):
+        AcceleratorState._reset_state(reset_partial_state=True)
+        monkeypatch.setattr(launch, "cpu_matmul_speeds", lambda speeds=speeds: speeds)
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            accelerator = make_accelerator(engine_args(tmp_path, use_cpu=True, bf16=True))
+        assert accelerator.mixed_precision == "bf16"
+        messages = [r.getMessage() for r in caplog.records if "--bf16" in r.getMessage()]
+        if warned:
+            assert len(messages) == 1 and "160 GFLOP/s" in messages[0] and "300 GFLOP/s" in messages[0]
+            assert "--bf16 False" in messages[0]
+        else:
+            assert messages == []
+
+
+def test_the_cpu_matmul_speeds_are_measured():
+    from hf_seqmodels.training.core.launch import cpu_matmul_speeds
+
+    speeds = cpu_matmul_speeds(size=128, repeats=2)
+    assert set(speeds) == {"float32", "bfloat16"} and all(0 < v < 1e6 for v in speeds.values())
+
+
 def test_fp16_on_cpu_and_unknown_options_are_refused_by_name(tmp_path, fresh_accelerator_state):
     with pytest.raises(ValueError, match=r"`fp16`=True.*on a CPU"):
         make_accelerator(engine_args(tmp_path, use_cpu=True, fp16=True))

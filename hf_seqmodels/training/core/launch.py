@@ -4,6 +4,7 @@ or DeepSpeed ZeRO 0-2, as the ``accelerate launch`` configuration (``training/co
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,12 +40,40 @@ def make_accelerator(args: EngineArguments) -> Accelerator:
                               kwargs_handlers=handlers)
     if args.mixed_precision == "fp16" and accelerator.device.type == "cpu":  # accelerate would silently run fp32
         raise invalid("fp16", True, "False on a CPU (fp16 autocast needs a GPU; --bf16 works on CPUs)")
+    if args.mixed_precision == "bf16" and accelerator.device.type == "cpu" and accelerator.is_main_process:
+        warn_if_bf16_is_slower()
     if (accelerator.distributed_type == DistributedType.MULTI_CPU
             and os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"):
         shard_on_cpu(accelerator)
     if accelerator.distributed_type == DistributedType.DEEPSPEED:
         configure_deepspeed(accelerator.state.deepspeed_plugin.deepspeed_config, args, accelerator.num_processes)
     return accelerator
+
+
+def cpu_matmul_speeds(size: int = 1024, repeats: int = 3) -> dict[str, float]:
+    """GFLOP/s of a ``size`` x ``size`` matrix product on this CPU with torch's threads, in float32 and in
+    bfloat16 (the best of ``repeats`` after one warm-up each): about 0.1 s."""
+    speeds = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        a, b = torch.ones(size, size, dtype=dtype), torch.ones(size, size, dtype=dtype)
+        torch.mm(a, b)
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            torch.mm(a, b)
+            best = min(best, time.perf_counter() - start)
+        speeds[str(dtype).removeprefix("torch.")] = 2 * size**3 / best / 1e9
+    return speeds
+
+
+def warn_if_bf16_is_slower(speeds: dict[str, float] | None = None) -> None:
+    """bf16 autocast pays on a CPU only where its matrix products beat float32's (AVX512-BF16 or AMX kernels
+    that outrun the float32 ones); where they do not, say so with the measured figures."""
+    speeds = speeds or cpu_matmul_speeds()
+    if speeds["bfloat16"] < speeds["float32"]:
+        logger.warning(f"--bf16: on this CPU a bfloat16 matrix product runs at {speeds['bfloat16']:.0f} GFLOP/s "
+                       f"against {speeds['float32']:.0f} GFLOP/s in float32 ({torch.get_num_threads()} threads), so "
+                       f"bf16 autocast will likely make training slower here; --bf16 False trains in float32.")
 
 
 def configure_deepspeed(config: dict[str, Any], args: EngineArguments, num_processes: int) -> None:
@@ -87,4 +116,4 @@ def shard_on_cpu(accelerator: Accelerator) -> None:
     accelerator.state.fsdp_plugin = plugin
 
 
-__all__ = ["configure_deepspeed", "make_accelerator", "shard_on_cpu"]
+__all__ = ["configure_deepspeed", "cpu_matmul_speeds", "make_accelerator", "shard_on_cpu", "warn_if_bf16_is_slower"]

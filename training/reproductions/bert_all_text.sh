@@ -9,16 +9,17 @@
 # sst2_pair.sh); the documents of all four are shuffled together (seed 0), so the 5 % held out for evaluation
 # (the last documents) mixes them.
 #
-#   [DEVICE=cpu|cuda] [PARALLEL=2] [PRETRAIN_STEPS=6000] [PRETRAIN_MINUTES=50] [BATCH=256] \
+#   [DEVICE=cpu|cuda] [PARALLEL=2] [PRETRAIN_STEPS=6000] [PRETRAIN_MINUTES=50] [BATCH=256] [BF16=True] \
 #       bash training/reproductions/bert_all_text.sh [path/to/shared/data] [fine-tuning epochs] [seeds] [learning rates]
 #   DEVICE=cuda PARALLEL=10 bash training/reproductions/bert_all_text.sh ../shared/data 1 "42 43 44 45 46 47 48 49 50 51"
 #
 # Pretraining: bert-mini (4 layers, hidden 256), an uncased 8,000-token WordPiece vocabulary trained on the same
-# text, pairs of at most 128 tokens, BATCH pairs per update, AdamW 1e-3 (β2 0.98), 5 % warm-up, cosine,
-# bf16 autocast, 5 % of the documents held out for the masked-LM and next-sentence accuracy; PRETRAIN_STEPS
-# updates or PRETRAIN_MINUTES, whichever ends first. Fine-tuning: the flags of sst2_pair.sh (one epoch by
-# default, batch 32), PARALLEL runs at a time (one CPU thread each on a CPU). Results: runs/bert-all-text/
-# (the pretrained model, its card and log), runs/sst2-bert-mini-{alltext,alltext-scratch}-seed<seed>[-lr<lr>]/
+# text, pairs of at most 128 tokens, BATCH pairs per update, AdamW 1e-3 (β2 0.98), 5 % warm-up, cosine, bf16
+# autocast (BF16=False trains in float32: faster on a CPU whose bf16 kernels are slow, which --bf16 reports),
+# 5 % of the documents held out for the masked-LM and next-sentence accuracy; PRETRAIN_STEPS updates or
+# PRETRAIN_MINUTES, whichever ends first. Fine-tuning: the flags of sst2_pair.sh (one epoch by default, batch
+# 32), PARALLEL runs at a time (one CPU thread each on a CPU). Results: runs/bert-all-text/ (the pretrained
+# model, its card and log), runs/sst2-bert-mini-{alltext,alltext-scratch}-seed<seed>[-lr<lr>]/
 # and runs/bert-all-text/comparison-lr<lr>.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,6 +31,7 @@ PARALLEL=${PARALLEL:-2}
 PRETRAIN_STEPS=${PRETRAIN_STEPS:-6000}
 PRETRAIN_MINUTES=${PRETRAIN_MINUTES:-50}
 BATCH=${BATCH:-256}
+BF16=${BF16:-True}
 case $DEVICE in cpu) export USE_CPU=True ;; cuda) export USE_CPU=False ;;
   *) echo "DEVICE must be cpu or cuda, got $DEVICE" >&2; exit 2 ;; esac
 OUT=runs/bert-all-text
@@ -65,7 +67,7 @@ if [ ! -f "$OUT/model.safetensors" ]; then
       --per_device_train_batch_size "$BATCH" --per_device_eval_batch_size 256 --num_train_epochs 1000 \
       --max_steps "$PRETRAIN_STEPS" --max_time_minutes "$PRETRAIN_MINUTES" \
       --optim adamw_torch --learning_rate 1e-3 --adam_beta2 0.98 --adam_epsilon 1e-6 --weight_decay 0.01 \
-      --lr_scheduler_type cosine --warmup_steps 0.05 --gradient_accumulation_steps 1 --max_grad_norm 1.0 --bf16 \
+      --lr_scheduler_type cosine --warmup_steps 0.05 --gradient_accumulation_steps 1 --max_grad_norm 1.0 --bf16 "$BF16" \
       --do_train --do_eval --eval_strategy steps --eval_steps "$(( (PRETRAIN_STEPS + 3) / 4 ))" \
       --save_steps "$(( (PRETRAIN_STEPS + 3) / 4 ))" --save_total_limit 1 --logging_steps 100 --disable_tqdm \
       --use_cpu "$USE_CPU" --dataset_label all-english-text --output_dir "$OUT" --overwrite_output_dir \

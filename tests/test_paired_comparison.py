@@ -56,3 +56,12 @@ def test_cli_reads_the_runs_and_names_a_missing_one(tmp_path, capsys):
     assert not math.isnan(float(out.split("paired t ")[1].split()[0]))
     with pytest.raises(SystemExit, match="a-seed3.all_results.json is missing"):
         paired_comparison.main([pattern, "--runs", "a", "b", "--seeds", "1", "3"])
+
+
+def test_one_seed_gives_its_table_and_says_the_statistics_need_two(tmp_path, capsys):
+    for run, accuracy in {"a": 0.8, "b": 0.75}.items():
+        (tmp_path / f"{run}-seed1").mkdir()
+        (tmp_path / f"{run}-seed1" / "all_results.json").write_text(json.dumps({"eval_accuracy": accuracy}))
+    assert paired_comparison.main([str(tmp_path / "{run}-seed{seed}"), "--runs", "a", "b", "--seeds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "| 1 | 80.0 | 75.0 | +5.0 |" in out and "need at least 2 seeds" in out

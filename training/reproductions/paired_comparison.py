@@ -60,12 +60,16 @@ def main(argv=None):
         for run in args.runs
     }
     a, b = (acc[run] for run in args.runs)
-    stats = paired_statistics(a, b)
+    diffs = [x - y for x, y in zip(a, b, strict=True)]
     print(f"| seed | {args.runs[0]} | {args.runs[1]} | difference |")
     print("|---|---|---|---|")
-    for seed, x, y, d in zip(args.seeds, a, b, stats["diffs"], strict=True):
+    for seed, x, y, d in zip(args.seeds, a, b, diffs, strict=True):
         print(f"| {seed} | {x:.1f} | {y:.1f} | {d:+.1f} |")
-    print(f"| mean | {sum(a) / len(a):.2f} | {sum(b) / len(b):.2f} | {stats['mean']:+.2f} |")
+    print(f"| mean | {sum(a) / len(a):.2f} | {sum(b) / len(b):.2f} | {sum(diffs) / len(diffs):+.2f} |")
+    if len(args.seeds) < 2:
+        print("one seed: the paired statistics (standard error, t, p) need at least 2 seeds")
+        return 0
+    stats = paired_statistics(a, b)
     print(
         f"{args.runs[0]} ahead in {sum(d > 0 for d in stats['diffs'])} of {len(a)} seeds; mean difference "
         f"{stats['mean']:+.2f} points, standard error {stats['se']:.2f}, paired t {stats['t']:.2f} on {len(a) - 1} "

@@ -245,3 +245,42 @@ def test_beam_search_over_a_held_out_set_shows_progress(capsys):
     assert "Translating (beam 2)" in shown and "3/3" in shown  # sentences done / all, with rate and time left
     translate_ids(model, sources, Tokenizer(), batch_size=2, num_beams=2, max_new_tokens=3, disable_tqdm=True)
     assert "Translating" not in capsys.readouterr().err
+
+
+LAUNCHED_PROCESS = """
+import atexit, logging, sys
+from pathlib import Path
+from hf_seqmodels.training.core.cli import run_command
+marker = Path(sys.argv[1])
+def main(argv):
+    atexit.register(marker.write_text, "finalised")
+    logging.basicConfig(level=logging.INFO)
+    logging.getLogger("run").info("logged before the end")
+    print("printed before the end")  # stdout is a pipe here, so this waits in Python's buffer
+sys.exit(run_command(main, []))
+"""
+
+
+@pytest.mark.parametrize("world_size", ["1", "2"])
+def test_a_finished_launched_process_leaves_without_finalising_after_flushing_its_output(tmp_path, world_size):
+    """A process of a multi-process launch leaves at once when its work is done: the interpreter's exit handlers
+    (and its finalisation, where a collective backend's threads can abort the process) do not run, yet what it
+    printed and logged comes out. A plain command (WORLD_SIZE 1) exits normally, which shows the test can tell."""
+    marker = tmp_path / "finalised"
+    env = {**os.environ, "WORLD_SIZE": world_size, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", LAUNCHED_PROCESS, str(marker)], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "printed before the end" in done.stdout
+    assert "logged before the end" in done.stderr
+    assert marker.exists() == (world_size == "1")
+
+
+def test_launched_processes_reads_the_launchers_world_size(monkeypatch):
+    from hf_seqmodels.training.core.cli import launched_processes
+
+    for value, expected in [("4", 4), ("1", 1), ("", 1), ("two", 1), ("0", 1)]:
+        monkeypatch.setenv("WORLD_SIZE", value)
+        assert launched_processes() == expected
+    monkeypatch.delenv("WORLD_SIZE")
+    assert launched_processes() == 1

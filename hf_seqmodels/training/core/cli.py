@@ -57,7 +57,8 @@ class CommandLineParser(HfArgumentParser):
 
 def run_command(main: Callable[[list[str] | None], Any], argv: Sequence[str] | None = None) -> int:
     """Run a script's ``main``; a user error (:data:`USER_ERRORS`) prints ``error: ...`` and returns 2, unless
-    ``--debug`` is on the command line or ``HF_SEQMODELS_DEBUG`` is set, which show the traceback."""
+    ``--debug`` is on the command line or ``HF_SEQMODELS_DEBUG`` is set, which show the traceback. A process of
+    a multi-process launch that finished its work leaves at once (:func:`leave_launched_process`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         main(argv)
@@ -67,7 +68,37 @@ def run_command(main: Callable[[list[str] | None], Any], argv: Sequence[str] | N
         message = str(error.args[0]) if isinstance(error, KeyError) else str(error)
         print(f"error: {' '.join(message.split())}", file=sys.stderr)
         return 2
+    if launched_processes() > 1:
+        leave_launched_process()
     return 0
+
+
+def launched_processes() -> int:
+    """How many processes the launcher (``accelerate launch``, torchrun, deepspeed) started for this run: its
+    ``WORLD_SIZE``, 1 for a plain ``python`` command."""
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+def leave_launched_process() -> None:
+    """End one process of a finished multi-process run, its work written (:func:`finish_processes`), without
+    finalising the interpreter.
+
+    ``destroy_process_group`` shuts the collective backend down, but while any object still refers to a
+    process group (FSDP2's device meshes and torch's DTensor caches keep theirs for as long as the process
+    lives) its gloo worker threads live on, and the interpreter's finalisation can free the last tensors they
+    hold. Such a thread then needs the GIL of an interpreter that is going away, and the process aborts
+    ("terminate called without an active exception", SIGABRT), so that the launcher reports a finished run as
+    failed. Leaving at once, after flushing what was logged and printed, is what stays correct."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed or gone: nothing left to flush
+            pass
+    os._exit(0)
 
 
 def parse_command_line(types: tuple[type, ...], argv: Sequence[str] | None, description: str) -> tuple:
@@ -304,8 +335,8 @@ def configure_logging() -> None:
 def finish_processes(accelerator: Accelerator) -> None:
     """End a run's processes together: wait until every one is done (the main process writes the final model,
     card and pictures last), then take the process group down, so that no process exits while another still
-    needs it and none leaves the collective backend's threads to the interpreter's exit. Nothing to do on one
-    process."""
+    needs it. Nothing to do on one process. The command lines then leave each process at once
+    (:func:`leave_launched_process`)."""
     accelerator.wait_for_everyone()
     accelerator.state.destroy_process_group()
 
@@ -325,6 +356,8 @@ __all__ = [
     "model_family",
     "model_preset",
     "finish_processes",
+    "launched_processes",
+    "leave_launched_process",
     "load_source_tokenizer",
     "load_tokenizer",
     "merged",

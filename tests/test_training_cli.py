@@ -16,6 +16,7 @@ import torch
 from accelerate.state import AcceleratorState
 
 from hf_seqmodels.training.bert.cli import parse_arguments as bert_arguments
+from hf_seqmodels.training.core.cli import launched_processes
 from hf_seqmodels.training.finetune.cli import parse_arguments as finetune_arguments
 from hf_seqmodels.training.lm.cli import main as lm_main
 from hf_seqmodels.training.lm.cli import parse_arguments as lm_arguments
@@ -277,8 +278,6 @@ def test_a_finished_launched_process_leaves_without_finalising_after_flushing_it
 
 
 def test_launched_processes_reads_the_launchers_world_size(monkeypatch):
-    from hf_seqmodels.training.core.cli import launched_processes
-
     for value, expected in [("4", 4), ("1", 1), ("", 1), ("two", 1), ("0", 1)]:
         monkeypatch.setenv("WORLD_SIZE", value)
         assert launched_processes() == expected

@@ -153,6 +153,33 @@ def test_padded_batch_equals_each_row_alone(bidirectional):
         assert torch.allclose(h[row], alone_h[0], atol=1e-6) and torch.allclose(c[row], alone_c[0], atol=1e-6)
 
 
+@pytest.mark.parametrize("cell_type", CELL_TYPES)
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("output_layers", [False, True])
+@pytest.mark.parametrize("batch", [1, B])
+def test_a_stack_returns_no_view_with_autograd_history(cell_type, bidirectional, masked, output_layers, batch):
+    """FSDP2 hooks the outputs of the stacks it wraps and warns on every one that is a view of another tensor
+    (the transposed final state, the LSTM kernel's transposed outputs). With gradients the stack returns
+    tensors of their own; without, the same values (not copied: nothing is hooked then)."""
+    torch.manual_seed(0)
+    stack = RecurrentStack(cell_type, IN, H, num_layers=2, bidirectional=bidirectional)
+    x = torch.randn(batch, T, IN, requires_grad=True)
+    mask = torch.tensor(MASKS["right-left-holes"], dtype=torch.bool)[:batch] if masked else None
+
+    def returned_tensors():
+        returned = stack(x, mask=mask, output_layers=output_layers)
+        if output_layers:
+            assert returned[0] is returned[2][-1]  # the last layer's outputs are the outputs
+        return [returned[0], *returned[1], *(returned[2] if output_layers else ())]
+
+    tensors = returned_tensors()
+    assert all(t.requires_grad and t._base is None for t in tensors), [t._base is not None for t in tensors]
+    with torch.no_grad():  # torch's LSTM kernel without gradients (oneDNN's inference path) rounds differently
+        for got, want in zip(tensors, returned_tensors(), strict=True):
+            assert torch.allclose(got, want, rtol=0, atol=1e-6)
+
+
 def test_peephole_is_a_cell_type_with_a_cell_state():
     assert "peephole_lstm" in CELL_TYPES
     assert RNNConfig.from_preset("peephole-lstm", vocab_size=50).cell_type == "peephole_lstm"

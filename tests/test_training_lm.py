@@ -436,6 +436,8 @@ def test_two_cpu_processes_match_one_process(sharding, tokenizer, tmp_path):
                                                     "--per_device_train_batch_size", "2"],
                                     fsdp=sharding == "fsdp", deepspeed=sharding == "deepspeed")
     assert "global_train_batch_size': 4" in done.stderr
+    # FSDP2 wraps each recurrent stack and warns on any output of one that is a view of another tensor
+    assert "(FSDPRecurrentStack) returned a view tensor" not in done.stderr
     one = main([*common, "--output_dir", str(tmp_path / "one"), "--per_device_train_batch_size", "4"])
     two, single = weights(tmp_path / "two"), weights(tmp_path / "one")
     assert one["steps"] == 8 and two.keys() == single.keys()

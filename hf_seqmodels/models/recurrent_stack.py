@@ -55,6 +55,15 @@ CELL_TYPES = FUSED_CELL_TYPES + tuple(LOOPED_CELLS)
 _CELL_STATE_TYPES = ("lstm", "peephole_lstm")
 
 
+def _owned(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor``, or a contiguous copy of it when it is a view of another tensor (the final state is the
+    transposed kernel state, the LSTM kernel's batch-first outputs its transposed time-major ones). A module
+    that FSDP2 wraps, as it wraps this stack, must not return views with autograd history: FSDP2 warns on
+    each, since an in-place change of one would skip its backward hook. The copy replaces the one a
+    consumer of the strided outputs makes anyway; without gradients nothing is hooked and nothing is copied."""
+    return tensor.clone(memory_format=torch.contiguous_format) if tensor._base is not None else tensor
+
+
 def has_cell_state(cell_type: str) -> bool:
     """Whether ``cell_type`` keeps a memory cell ``C_t`` besides ``h_t``: its state is ``(h, c)``, else ``(h,)``."""
     return cell_type in _CELL_STATE_TYPES
@@ -195,8 +204,11 @@ class RecurrentStack(nn.Module):
         run = self.recompute if recomputing else _call  # the checkpointing wrapper only when it checkpoints
         flat = run(self._run, inputs, mask, output_layers, *state)
         n = self.num_state_tensors
-        outputs, final = flat[0], tuple(s.transpose(0, 1) for s in flat[1 : 1 + n])
-        return (outputs, final, tuple(flat[1 + n :])) if output_layers else (outputs, final)
+        outputs, final, layers = flat[0], tuple(s.transpose(0, 1) for s in flat[1 : 1 + n]), tuple(flat[1 + n :])
+        if torch.is_grad_enabled() and not is_tracing():
+            final, layers = tuple(_owned(s) for s in final), tuple(_owned(t) for t in layers)
+            outputs = layers[-1] if output_layers else _owned(outputs)
+        return (outputs, final, layers) if output_layers else (outputs, final)
 
     def _run(self, inputs, mask, output_layers: bool, *state) -> tuple[torch.Tensor, ...]:
         """:meth:`forward` on flat arguments: ``(outputs, *final_state, *layer_outputs)``, the state in torch's

@@ -59,8 +59,9 @@ def _owned(tensor: torch.Tensor) -> torch.Tensor:
     """``tensor``, or a contiguous copy of it when it is a view of another tensor (the final state is the
     transposed kernel state, the LSTM kernel's batch-first outputs its transposed time-major ones). A module
     that FSDP2 wraps, as it wraps this stack, must not return views with autograd history: FSDP2 warns on
-    each, since an in-place change of one would skip its backward hook. The copy replaces the one a
-    consumer of the strided outputs makes anyway; without gradients nothing is hooked and nothing is copied."""
+    each, since an in-place change of one would skip its backward hook. For the LSTM outputs the copy takes the
+    place of the one a linear layer makes of strided input (the models' output and attention projections);
+    without gradients nothing is hooked and nothing is copied."""
     return tensor.clone(memory_format=torch.contiguous_format) if tensor._base is not None else tensor
 
 

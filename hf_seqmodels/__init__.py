@@ -41,9 +41,11 @@ from .models import (
 )
 from .pipelines import QuestionAnsweringPipeline, TranslationPipeline, register_pipelines
 from .registry import register_all
+from .saved_folders import register_save_hooks
 
 register_all()
 register_pipelines()
+register_save_hooks()
 
 __version__ = "0.1.0"
 

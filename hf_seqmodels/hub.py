@@ -16,7 +16,6 @@ from typing import Any
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .models.stateful_generation import is_stateful
-from .pipelines import save_pipelines
 
 logger = logging.getLogger(__name__)
 
@@ -317,7 +316,7 @@ def _citations(config) -> tuple[str, str]:
 
 
 def _format_config(config) -> str:
-    hidden = {"auto_map", "architectures", "transformers_version", "model_type", "dtype"}
+    hidden = {"auto_map", "architectures", "transformers_version", "model_type", "dtype", "custom_pipelines"}
     keys = sorted(set(config.to_diff_dict()) - hidden)
     return ", ".join(f"`{k}={getattr(config, k)!r}`" for k in keys if hasattr(config, k))
 
@@ -481,15 +480,15 @@ def write_model_card(
 
 def save_for_hub(output_dir: str | Path, model, tokenizer=None, **card_kwargs) -> Path:
     """Save everything a Hub repository needs: config + code, safetensors weights, generation config,
-    tokenizer, model card and the code of the pipelines that run the model
-    (:func:`hf_seqmodels.pipelines.save_pipelines`). The folder loads with ``trust_remote_code=True`` without
-    our package."""
+    tokenizer, model card and the code of the pipelines that run the model (as every ``save_pretrained`` of
+    the package's models does: :mod:`hf_seqmodels.saved_folders`). The folder loads with
+    ``trust_remote_code=True`` without our package. The tokenizer is saved first, so that the model's save
+    checks it (:func:`hf_seqmodels.saved_folders.warn_if_sentences_never_end`)."""
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(output_dir)
-    save_pipelines(model, output_dir)
     if tokenizer is not None:
         tokenizer.save_pretrained(output_dir)
+    model.save_pretrained(output_dir)
     write_model_card(output_dir, model, tokenizer, **card_kwargs)
     return output_dir
 

@@ -6,8 +6,9 @@ extractive question answering.
 ``hfsm-summarization`` for every ``AutoModelForSeq2SeqLM``, and :class:`QuestionAnsweringPipeline` as
 ``hfsm-question-answering`` for every ``AutoModelForQuestionAnswering``.
 
-A folder written by :func:`save_pipelines` (``hub.save_for_hub`` calls it) carries these tasks in its
-``config.json`` (``custom_pipelines``) and this module's code beside the model's, so the pipelines also run
+Every folder a model of the package is saved to (``save_pretrained``, thus ``Trainer.save_model``, the
+training scripts and ``hub.save_for_hub``; :func:`pipelines_save_hook`) carries the tasks that run its head in
+its ``config.json`` (``custom_pipelines``) and this module's code beside the model's, so the pipelines also run
 where the package is not installed, as transformers' custom pipelines do. ``pipeline()`` then asks for
 ``trust_remote_code=True``, with or without the package::
 
@@ -232,36 +233,63 @@ def custom_pipelines_for(model) -> dict[str, dict]:
     Each entry is ``{"impl": "pipelines.<Class>", "pt": ["<Auto class>"], "type": "text"}``, the form that
     transformers' ``Pipeline.save_pretrained`` writes and ``pipeline(..., trust_remote_code=True)`` reads.
     """
+    return _entries_for(type(model.config), type(model).__name__)
+
+
+def _entries_for(config_class, model_class_name: str) -> dict[str, dict]:
+    """:func:`custom_pipelines_for` of the head called ``model_class_name`` with a config of ``config_class``."""
     entries = {}
     for task, (pipeline_class, auto_class) in PIPELINE_TASKS.items():
         mapping = auto_class._model_mapping
-        if type(model.config) in mapping and mapping[type(model.config)] is type(model):
+        if config_class in mapping and mapping[config_class].__name__ == model_class_name:
             module = pipeline_class.__module__.rsplit(".", 1)[-1]
             entries[task] = {"impl": f"{module}.{pipeline_class.__name__}", "pt": [auto_class.__name__],
                              "type": "text"}
     return entries
 
 
-def save_pipelines(model, save_directory: str | Path) -> list[str]:
-    """Make the pipelines that run ``model`` shareable from ``save_directory``, a folder ``model`` was saved to.
+def _share(config_class, model_class_name: str, declared, save_directory: str | Path) -> dict[str, dict]:
+    """The ``custom_pipelines`` of a folder that the head ``model_class_name`` is saved to: the tasks of
+    :data:`PIPELINE_TASKS` that run it, and the other tasks already ``declared`` (entries kept as they are;
+    anything but a dict of entries counts as none). Copies this module with its relative imports into
+    ``save_directory`` when one of our tasks runs the head."""
+    kept = {task: entry for task, entry in declared.items() if task not in PIPELINE_TASKS} \
+        if isinstance(declared, dict) else {}
+    ours = _entries_for(config_class, model_class_name)
+    if ours:
+        custom_object_save(TranslationPipeline, save_directory)  # this file and its relative imports
+    return {**kept, **ours}
 
-    Adds ``custom_pipelines`` (:func:`custom_pipelines_for`) to the folder's ``config.json`` and copies this
-    module with its sibling ``qa_spans.py`` beside the model's code, so that
+
+def pipelines_save_hook(config, save_directory: str) -> dict[str, dict | None]:
+    """The save hook (``config_utils.add_save_hook``) that makes every ``save_pretrained`` of the package's
+    models (``Trainer.save_model`` and the training scripts' final saves included) write the pipelines that
+    run the saved head: its ``custom_pipelines`` entries and this module's code. The head is the one
+    ``PreTrainedModel.save_pretrained`` names in ``config.architectures`` just before it saves the config."""
+    architectures = getattr(config, "architectures", None) or [None]
+    entries = _share(type(config), architectures[0], getattr(config, "custom_pipelines", None), save_directory)
+    return {"custom_pipelines": entries or None}
+
+
+def save_pipelines(model, save_directory: str | Path) -> list[str]:
+    """Make the pipelines that run ``model`` shareable from ``save_directory``, a folder ``model`` was saved to
+    by other means than ``model.save_pretrained`` (which does it itself, :func:`pipelines_save_hook`).
+
+    Sets ``custom_pipelines`` (:func:`custom_pipelines_for`, with entries of other tasks kept) in the folder's
+    ``config.json`` and copies this module with its sibling ``qa_spans.py`` beside the model's code, so that
     ``pipeline("hfsm-translation", model=folder, trust_remote_code=True)`` works without the package. Returns
-    the tasks written (none for a model that no pipeline of :data:`PIPELINE_TASKS` runs: nothing is written).
+    the tasks written (none for a model that no pipeline of :data:`PIPELINE_TASKS` runs).
     """
     config_file = Path(save_directory) / "config.json"
     if not config_file.is_file():
         raise ValueError(f"save_pipelines: save_directory={str(save_directory)!r} has no config.json; call "
                          "model.save_pretrained(save_directory) first.")
-    entries = custom_pipelines_for(model)
-    if not entries:
-        return []
-    custom_object_save(TranslationPipeline, save_directory)  # this file and its relative imports
     config = json.loads(config_file.read_text(encoding="utf-8"))
-    config["custom_pipelines"] = {**config.get("custom_pipelines", {}), **entries}
+    entries = _share(type(model.config), type(model).__name__, config.pop("custom_pipelines", None), save_directory)
+    if entries:
+        config["custom_pipelines"] = entries
     config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return sorted(entries)
+    return sorted(task for task in entries if task in PIPELINE_TASKS)
 
 
 __all__ = [
@@ -275,6 +303,7 @@ __all__ = [
     "Text2TextGenerationPipeline",
     "TranslationPipeline",
     "custom_pipelines_for",
+    "pipelines_save_hook",
     "register_pipelines",
     "save_pipelines",
 ]

@@ -399,7 +399,7 @@ def test_pipeline_and_postprocess_predictions_pick_the_same_answer(tokenizer, tm
     model = BertForQuestionAnswering(BertConfig.from_preset("tiny", vocab_size=len(tokenizer))).eval()
     model.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
-    qa = transformers.pipeline(QUESTION_ANSWERING_TASK, model=str(tmp_path))
+    qa = transformers.pipeline(QUESTION_ANSWERING_TASK, model=str(tmp_path), trust_remote_code=True)
     examples, _, evaluation = windows(tokenizer)
     width = max(len(ids) for ids in evaluation["input_ids"])
     start_logits, end_logits = np.full((2, len(evaluation), width), -100.0)  # padded as by Trainer

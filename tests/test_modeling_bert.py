@@ -635,7 +635,8 @@ def test_question_answering_pipeline(tokenizer, tmp_path):
     from hf_seqmodels.pipelines import QUESTION_ANSWERING_TASK
 
     model = make(BertForQuestionAnswering, vocab_size=len(tokenizer))
-    qa = transformers.pipeline(QUESTION_ANSWERING_TASK, model=saved(model, tokenizer, tmp_path))
+    qa = transformers.pipeline(QUESTION_ANSWERING_TASK, model=saved(model, tokenizer, tmp_path),
+                             trust_remote_code=True)  # the folder declares its pipeline (custom_pipelines)
     question, context = "who wrote the program ?", "ada wrote the first program near the river ."
     result = qa(question=question, context=context)
     assert result["answer"] == context[result["start"]:result["end"]] and result["answer"]

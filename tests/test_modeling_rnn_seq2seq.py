@@ -488,7 +488,7 @@ def test_translation_pipeline(tmp_path):
     model = tiny_model(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
     model.save_pretrained(tmp_path / "model")
     tokenizer.save_pretrained(tmp_path / "model")
-    translate = pipeline("hfsm-translation", model=str(tmp_path / "model"))
+    translate = pipeline("hfsm-translation", model=str(tmp_path / "model"), trust_remote_code=True)
     greedy = translate("the cat sat", max_new_tokens=5, min_new_tokens=5)
     beam = translate(["the cat", "on the mat"], num_beams=3, max_new_tokens=5, min_new_tokens=5)
     assert len(greedy) == 1 and len(greedy[0]["translation_text"].split()) == 5

@@ -172,11 +172,8 @@ def test_shared_folder_asks_for_trust_remote_code_with_the_package_too(word_toke
 
 def test_a_registered_pipeline_saves_itself_for_sharing(bert_tokenizer, tmp_path):
     """transformers' Pipeline.save_pretrained of our registered QA pipeline writes its task and code."""
-    model = bert(bert_tokenizer)
-    model.save_pretrained(tmp_path / "plain")
-    bert_tokenizer.save_pretrained(tmp_path / "plain")
-    qa = pipeline(QUESTION_ANSWERING_TASK, model=str(tmp_path / "plain"))
-    assert isinstance(qa, QuestionAnsweringPipeline)  # a folder without custom_pipelines: the package's class
+    qa = pipeline(QUESTION_ANSWERING_TASK, model=bert(bert_tokenizer), tokenizer=bert_tokenizer)
+    assert isinstance(qa, QuestionAnsweringPipeline)  # a model object, not a folder: the package's class
     qa.save_pretrained(tmp_path / "shared")
     assert set(saved_config(tmp_path / "shared")["custom_pipelines"]) == {QUESTION_ANSWERING_TASK}
     assert {"pipelines.py", "qa_spans.py"} <= {p.name for p in (tmp_path / "shared").iterdir()}

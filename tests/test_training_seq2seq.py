@@ -371,8 +371,8 @@ def test_cli_with_separate_vocabularies_saves_both_tokenizers_resumes_and_transl
     assert alignment is not None and alignment[1][:3] == ["kappa", "mu", "alpha"]
     assert set(alignment[2]) <= set(TARGET_WORDS) | {"<eos>", ""}
 
-    # the pipeline finds source_tokenizer/ and encodes with it; without it, it says what is missing
-    translate = pipeline("hfsm-translation", model=str(out))
+    # the pipeline the folder declares finds source_tokenizer/ and encodes with it; without it, it says what is missing
+    translate = pipeline("hfsm-translation", model=str(out), trust_remote_code=True)
     text = "kappa mu alpha"
     encoded = source_tokenizer(text, return_tensors="pt")
     expected = model.generate(**encoded, max_new_tokens=4, min_new_tokens=4)
@@ -382,8 +382,9 @@ def test_cli_with_separate_vocabularies_saves_both_tokenizers_resumes_and_transl
     bare = tmp_path / "bare"
     shutil.copytree(out, bare, ignore=shutil.ignore_patterns("source_tokenizer", "checkpoint-*"))
     with pytest.raises(ValueError, match=r"separate source and target vocabularies .*pass `source_tokenizer=`"):
-        pipeline("hfsm-translation", model=str(bare))
-    explicit = pipeline("hfsm-translation", model=str(bare), source_tokenizer=str(out / "source_tokenizer"))
+        pipeline("hfsm-translation", model=str(bare), trust_remote_code=True)
+    explicit = pipeline("hfsm-translation", model=str(bare), source_tokenizer=str(out / "source_tokenizer"),
+                        trust_remote_code=True)
     assert explicit(text, max_new_tokens=4, min_new_tokens=4)[0]["translation_text"] == translation
 
 

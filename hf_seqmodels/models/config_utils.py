@@ -13,6 +13,10 @@ among names) stay in each config's ``validate_*`` methods. Every violation raise
 :class:`ConfigValidationError` (a ``ValueError``) naming the config class, the field, the value and what is
 allowed; :class:`PresetMixin` runs all of it when a config is built, also by ``from_pretrained``.
 
+``save_pretrained`` of a config (thus of every model) also runs the :data:`SAVE_HOOKS` the package adds
+(:func:`add_save_hook`): they write what makes the folder shareable as it is, e.g. the pipelines' code and
+``custom_pipelines``. The copy saved beside the model has none and saves as transformers does.
+
 This module is copied next to the model code by ``save_pretrained`` (remote code), so it
 imports only the standard library.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 import re
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
@@ -187,6 +192,18 @@ def _defined_in_package(function: Any) -> bool:
     return not module.startswith(("transformers", "huggingface_hub"))
 
 
+#: ``hook(config, save_directory) -> dict`` run by every ``save_pretrained`` of a config before it writes
+#: ``config.json`` (the folder exists then): it may write files and returns the fields to write with the config
+#: (a field set to None is left out), which the config in memory does not keep.
+SAVE_HOOKS: list[Callable[[Any, str], dict[str, Any]]] = []
+
+
+def add_save_hook(hook: Callable[[Any, str], dict[str, Any]]) -> None:
+    """Run ``hook`` at every ``save_pretrained`` of the package's configs and models (see :data:`SAVE_HOOKS`)."""
+    if hook not in SAVE_HOOKS:
+        SAVE_HOOKS.append(hook)
+
+
 class PresetMixin:
     """Adds ``from_preset(name, **overrides)`` and the family's ``auto_map`` to a configuration class.
 
@@ -265,6 +282,27 @@ class PresetMixin:
         elif {label: int(i) for label, i in given.items()} != inverse:
             raise invalid("label2id", given, f"the inverse of id2label={id2label!r}")
         # else: kept as given (transformers keeps e.g. {"label": "0"} as it was written)
+
+    def save_pretrained(self, save_directory, *args: Any, **kwargs: Any):
+        """``PreTrainedConfig.save_pretrained`` with the fields and files of the :data:`SAVE_HOOKS`."""
+        if not SAVE_HOOKS or os.path.isfile(save_directory):
+            return super().save_pretrained(save_directory, *args, **kwargs)
+        os.makedirs(save_directory, exist_ok=True)
+        fields: dict[str, Any] = {}
+        for hook in SAVE_HOOKS:
+            fields.update(hook(self, str(save_directory)))
+        kept = {name: self.__dict__[name] for name in fields if name in self.__dict__}
+        try:
+            for name, value in fields.items():
+                if value is None:
+                    self.__dict__.pop(name, None)
+                else:
+                    setattr(self, name, value)
+            return super().save_pretrained(save_directory, *args, **kwargs)
+        finally:
+            for name in fields:
+                self.__dict__.pop(name, None)
+            self.__dict__.update(kept)
 
     @classmethod
     def available_presets(cls) -> list[str]:

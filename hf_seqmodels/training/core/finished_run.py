@@ -29,9 +29,9 @@ class FinishedRun:
         if accelerator.is_main_process:
             if model.can_generate():
                 configure_generation(model, self.tokenizer, self.args.generation_max_length)
-            model.save_pretrained(self.args.output_dir)
-            if self.tokenizer is not None:
+            if self.tokenizer is not None:  # first: the model's save checks it (hf_seqmodels.saved_folders)
                 self.tokenizer.save_pretrained(self.args.output_dir)
+            model.save_pretrained(self.args.output_dir)  # with the pipelines that run it, as every save
             hyper = {**engine_card_arguments(self.args, accelerator.num_processes), **self.card_arguments()}
             caption = self.plot_self_attention(model)
             if caption:

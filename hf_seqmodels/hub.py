@@ -596,10 +596,16 @@ def files_to_push(folder: str | Path) -> list[str]:
             if ref is None:
                 continue
             _require_module(folder, ref, "auto_map names")
-    for task, entry in (config.get("custom_pipelines") or {}).items():
+    custom_pipelines = config.get("custom_pipelines") or {}
+    if not isinstance(custom_pipelines, dict):
+        raise PushError(f"{config_path}: custom_pipelines={custom_pipelines!r}; expected a dict of entries keyed by "
+                        "task ({\"hfsm-translation\": {\"impl\": \"pipelines.TranslationPipeline\", ...}}): save "
+                        "the model again with hf_seqmodels imported.")
+    for task, entry in custom_pipelines.items():
         implementation = entry.get("impl") if isinstance(entry, dict) else None
         _require_module(folder, implementation, f"custom_pipelines names for {task!r}",
-                        "; save the folder with hf_seqmodels.hub.save_for_hub (or hf_seqmodels.pipelines.save_pipelines)")
+                        "; save the model again with hf_seqmodels imported (save_pretrained, Trainer.save_model or "
+                        "hf_seqmodels.hub.save_for_hub write it), or call hf_seqmodels.pipelines.save_pipelines")
     pickles = sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix.lower() in PICKLE_SUFFIXES)
     if pickles:
         raise PushError(f"{folder} holds pickle-format files {pickles}: publish safetensors weights only "

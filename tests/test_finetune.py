@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
+from model_test_utils import run_in_python_without_package
+from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, pipeline
 
 import hf_seqmodels  # noqa: F401  (registers the model types)
 from hf_seqmodels import BertConfig, BertForPreTraining
@@ -195,6 +196,14 @@ def test_question_answering_reports_exact_match_and_f1(bert_folder, tmp_path):
     assert metrics["eval_loss"] > 0  # held-out windows carry their answer's positions too
     assert (out / "model.safetensors").is_file()
     assert "question-answering" in (out / "README.md").read_text()
+    # the folder declares the question-answering pipeline and carries its code: it runs by name without the package
+    assert list(json.loads((out / "config.json").read_text())["custom_pipelines"]) == ["hfsm-question-answering"]
+    question, context = "Who wrote the program?", "Ada Lovelace wrote the first program."
+    script = (f"import json\nfrom transformers import pipeline\nqa = pipeline('hfsm-question-answering', model={str(out)!r}, "
+              f"trust_remote_code=True)\nprint(json.dumps(qa(question={question!r}, context={context!r})))")
+    remote = json.loads(run_in_python_without_package(script, cwd=tmp_path).stdout.strip().splitlines()[-1])
+    local = pipeline("hfsm-question-answering", model=str(out), trust_remote_code=True)(question=question, context=context)
+    assert remote["answer"] == local["answer"] and remote["score"] == pytest.approx(local["score"], abs=1e-5)
 
 
 # --------------------------------------------------------------------------------- the training loop

@@ -213,6 +213,10 @@ def test_a_pipeline_named_by_the_config_but_missing_is_refused(tmp_path, no_netw
     save_for_hub(folder, TransformerForConditionalGeneration(config))
     assert "hfsm-translation" in json.loads((folder / "config.json").read_text())["custom_pipelines"]
     assert "pipelines.py" in files_to_push(folder)
-    (folder / "pipelines.py").unlink()  # e.g. a loaded model saved again with plain save_pretrained
+    (folder / "pipelines.py").unlink()  # e.g. a folder copied without it
     with pytest.raises(PushError, match=r"has no pipelines\.py, which config\.json's custom_pipelines names"):
+        files_to_push(folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "custom_pipelines": ["hfsm-translation"]}))
+    with pytest.raises(PushError, match=r"custom_pipelines=\['hfsm-translation'\]; expected a dict of entries keyed by"):
         files_to_push(folder)

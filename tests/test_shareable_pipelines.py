@@ -4,13 +4,16 @@ question-answering pipeline run in a Python process without the package, as tran
 
 from __future__ import annotations
 
+import copy
+import inspect
 import json
+import logging
 import textwrap
 
 import pytest
 import torch
 from model_test_utils import run_in_python_without_package
-from transformers import pipeline
+from transformers import AutoModelForSeq2SeqLM, Trainer, TrainingArguments, pipeline
 from transformers.dynamic_module_utils import get_relative_imports
 
 import hf_seqmodels  # noqa: F401  (registers the Auto classes and the pipelines)
@@ -27,6 +30,7 @@ from hf_seqmodels import (
 from hf_seqmodels import hub as hub_module
 from hf_seqmodels.hub import save_for_hub
 from hf_seqmodels.pipelines import (
+    PIPELINE_TASKS,
     QUESTION_ANSWERING_TASK,
     SOURCE_TOKENIZER_FOLDER,
     SUMMARIZATION_TASK,
@@ -37,6 +41,7 @@ from hf_seqmodels.pipelines import (
     custom_pipelines_for,
     save_pipelines,
 )
+from hf_seqmodels.registry import FAMILIES, family_of
 from hf_seqmodels.tokenization import train_tokenizer
 
 SEQ2SEQ_TASKS = {TRANSLATION_TASK: "TranslationPipeline", TEXT2TEXT_TASK: "Text2TextGenerationPipeline",
@@ -44,6 +49,13 @@ SEQ2SEQ_TASKS = {TRANSLATION_TASK: "TranslationPipeline", TEXT2TEXT_TASK: "Text2
 QUESTION, CONTEXT = "who wrote the program ?", "ada wrote the first program near the river ."
 # four tokens other than <pad>, <unk>, <bos> (ids 0-2), so that a tiny random model's output is never empty
 GENERATE = {"max_new_tokens": 4, "min_new_tokens": 4, "suppress_tokens": [0, 1, 2]}
+#: ``(config class, model class, tasks)`` for every head of the registry that a pipeline of ours runs
+PIPELINE_HEADS = [
+    (config_class, model_class, sorted(task for task, (_, auto_class) in PIPELINE_TASKS.items()
+                                       if heads.get(auto_class) is model_class))
+    for config_class, heads in FAMILIES.items() for model_class in heads.values()
+    if any(heads.get(auto_class) is model_class for _, auto_class in PIPELINE_TASKS.values())
+]
 
 
 @pytest.fixture(scope="module")
@@ -201,3 +213,94 @@ def test_feature_extraction_of_an_encoder_decoder_gives_the_encoder_states(famil
     with torch.no_grad():
         encoder_states = model.get_encoder()(encoded["input_ids"], encoded["attention_mask"]).last_hidden_state
     torch.testing.assert_close(features, encoder_states)  # (1, S, H)
+
+
+def run_pipeline(pipe, task: str):
+    """What the tests ask of a pipeline of ``task`` (transformers only: also run without the package)."""
+    if task == "hfsm-question-answering":
+        answer = pipe(question="who wrote the program ?", context="ada wrote the first program near the river .")
+        return {**answer, "score": round(answer["score"], 5)}
+    return pipe(["the cat sat", "on the mat"], max_new_tokens=4, min_new_tokens=4, suppress_tokens=[0, 1, 2])
+
+
+def test_trainer_save_model_writes_folders_whose_pipelines_run_without_the_package(word_tokenizer, bert_tokenizer,
+                                                                                    tmp_path):
+    """``Trainer.save_model`` (transformers' own save, as in run_translation.py and run_qa.py) of every head that a
+    pipeline of ours runs writes its tasks and the pipeline code: each task runs from the folder by name, with
+    ``trust_remote_code=True``, where the package cannot be imported, as our pipeline runs on the model itself."""
+    assert {(model_class.__name__, task) for _, model_class, tasks in PIPELINE_HEADS for task in tasks} >= {
+        ("TransformerForConditionalGeneration", TRANSLATION_TASK), ("RNNSeq2SeqForConditionalGeneration", TEXT2TEXT_TASK),
+        ("BertForQuestionAnswering", QUESTION_ANSWERING_TASK)}
+    expected, jobs = {}, []
+    for config_class, model_class, tasks in PIPELINE_HEADS:
+        tokenizer = bert_tokenizer if config_class is BertConfig else word_tokenizer
+        torch.manual_seed(0)
+        config = family_of(config_class).tiny_config(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
+        model = model_class(config)
+        folder = tmp_path / model_class.__name__
+        args = TrainingArguments(output_dir=str(folder), use_cpu=True, report_to="none")
+        Trainer(model=model, args=args, processing_class=tokenizer).save_model()
+        declared = saved_config(folder)["custom_pipelines"]
+        assert sorted(declared) == tasks and all(declared[task]["impl"].startswith("pipelines.") for task in tasks)
+        assert {"pipelines.py", "qa_spans.py"} <= {p.name for p in folder.iterdir()}
+        model.eval()
+        for task in tasks:
+            expected[f"{folder.name} {task}"] = run_pipeline(pipeline(task, model=model, tokenizer=tokenizer), task)
+            jobs.append([folder.name, task])
+    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
+    script = "import json\nfrom transformers import pipeline\n" + textwrap.dedent(inspect.getsource(run_pipeline)) + \
+        textwrap.dedent("""
+        results, modules = {}, set()
+        for folder, task in json.load(open("jobs.json")):
+            pipe = pipeline(task, model=folder, trust_remote_code=True)
+            modules.add(type(pipe).__module__)
+            results[f"{folder} {task}"] = run_pipeline(pipe, task)
+        print(json.dumps({"results": results, "modules": sorted(modules)}))
+        """)
+    report = json.loads(run_in_python_without_package(script, cwd=tmp_path).stdout.strip().splitlines()[-1])
+    assert report["modules"] and all(m.startswith("transformers_modules.") for m in report["modules"])
+    assert report["results"] == json.loads(json.dumps(expected))
+    assert all(len(row[0][key].split()) == 4 for name, rows in expected.items() if QUESTION_ANSWERING_TASK not in name
+               for row in rows for key in row[0])
+
+
+def test_an_encoder_decoder_saved_with_a_tokenizer_that_adds_no_eos_warns_once(word_tokenizer, bert_tokenizer,
+                                                                              tmp_path, caplog):
+    """A tokenizer with the causal template ``<bos> A`` never ends labels with ``<eos>``: a seq2seq model saved with
+    it warns once, naming the fix; the fixed tokenizer, and a model that is no encoder-decoder, do not warn."""
+    eos = word_tokenizer.eos_token_id
+    assert word_tokenizer(text_target="the cat")["input_ids"][-1] != eos  # <bos> A
+    model = transformer_seq2seq(word_tokenizer)
+    with caplog.at_level(logging.WARNING, logger="hf_seqmodels"):
+        save_for_hub(tmp_path / "causal", model, word_tokenizer)
+        model.save_pretrained(tmp_path / "causal")  # the same tokenizer again
+    message = one_eos_warning(caplog)
+    assert str(tmp_path / "causal" / "tokenizer.json") in message and "TransformerForConditionalGeneration" in message
+    assert "tokenizer.add_bos_token = False and tokenizer.add_eos_token = True" in message
+    assert "--add_bos_token false --add_eos_token true" in message
+
+    # Trainer.save_model writes the tokenizer after the model: the one of the folder the model came from is checked
+    model.save_pretrained(tmp_path / "source")
+    word_tokenizer.save_pretrained(tmp_path / "source")
+    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "source")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="hf_seqmodels"):
+        args = TrainingArguments(output_dir=str(tmp_path / "trained"), use_cpu=True, report_to="none")
+        Trainer(model=loaded, args=args, processing_class=word_tokenizer).save_model()
+    assert str(tmp_path / "source" / "tokenizer.json") in one_eos_warning(caplog)
+
+    caplog.clear()
+    fixed = copy.deepcopy(word_tokenizer)
+    fixed.add_bos_token, fixed.add_eos_token = False, True  # the fix the warning names
+    assert fixed(text_target="the cat")["input_ids"][-1] == eos
+    with caplog.at_level(logging.WARNING, logger="hf_seqmodels"):
+        save_for_hub(tmp_path / "fixed", model, fixed)
+        save_for_hub(tmp_path / "qa", bert(bert_tokenizer), bert_tokenizer)  # [CLS] A [SEP]: not a seq2seq model
+        model.save_pretrained(tmp_path / "no-tokenizer")
+    assert not [r for r in caplog.records if r.name == "hf_seqmodels.saved_folders"]
+
+
+def one_eos_warning(caplog) -> str:
+    warnings = [r.getMessage() for r in caplog.records if r.name == "hf_seqmodels.saved_folders"]
+    assert len(warnings) == 1, warnings
+    return warnings[0]

@@ -11,8 +11,9 @@ import pytest
 import torch
 from distributed_utils import launch_two_cpu_processes
 from huggingface_hub import ModelCard
+from model_test_utils import run_in_python_without_package
 from safetensors.torch import load_file
-from transformers import AutoModelForPreTraining, AutoTokenizer
+from transformers import AutoModelForPreTraining, AutoTokenizer, pipeline
 
 from hf_seqmodels import BertConfig, BertForPreTraining
 from hf_seqmodels.tokenization import train_tokenizer
@@ -183,6 +184,16 @@ def test_pretrain_bert_command_trains_a_tokenizer_and_writes_a_loadable_model(tm
     pair = tokenizer("the cat sat", "a dog ran")
     assert tokenizer("The Cat SAT")["input_ids"] == pair["input_ids"][:5]  # an uncased vocabulary (--lowercase)
     assert pair["token_type_ids"].count(1) == len(tokenizer("a dog ran", add_special_tokens=False)["input_ids"]) + 1
+    # no pipeline of ours runs the pre-training head (no custom_pipelines, never an empty one); fill-mask runs by
+    # name from the folder where the package cannot be imported
+    assert "custom_pipelines" not in json.loads((out / "config.json").read_text())
+    script = (f"import json\nfrom transformers import pipeline\nfill = pipeline('fill-mask', model={str(out)!r}, "
+              "trust_remote_code=True)\nprint(json.dumps([(r['token'], round(r['score'], 5)) for r in fill('the cat "
+              "[MASK] on a mat.')]))")
+    remote = json.loads(run_in_python_without_package(script, cwd=tmp_path).stdout.strip().splitlines()[-1])
+    local = pipeline("fill-mask", model=str(out), trust_remote_code=True)("the cat [MASK] on a mat.")
+    assert [token for token, _ in remote] == [r["token"] for r in local] and len(remote) == 5
+    assert [score for _, score in remote] == pytest.approx([r["score"] for r in local], abs=1e-5)
     with pytest.raises(ValueError, match="`--max_seq_length`=64: the model has max_position_embeddings=32"):
         bert_main(["--train_file", str(corpus), "--preset", "tiny", "--max_seq_length", "64", "--vocab_size", "80",
                    "--min_frequency", "1", "--config_overrides", "max_position_embeddings=32",

@@ -279,6 +279,15 @@ def test_cli_trains_reports_bleu_and_writes_a_hub_ready_folder(family, tmp_path)
     labels = saved(text_target=["a b c"])["input_ids"][0]
     assert labels[-1] == saved.eos_token_id and saved.bos_token_id not in labels
     assert saved(["a b c"])["input_ids"][0] == labels
+    # the folder declares its pipelines and carries their code: they run by name where the package cannot be imported
+    tasks = json.loads((out / "config.json").read_text())["custom_pipelines"]
+    assert sorted(tasks) == ["hfsm-summarization", "hfsm-text2text-generation", "hfsm-translation"]
+    kwargs = {"num_beams": 2, "max_new_tokens": 4, "min_new_tokens": 4}
+    script = (f"import json\nfrom transformers import pipeline\ntranslate = pipeline('hfsm-translation', model={str(out)!r}, "
+              f"trust_remote_code=True)\nprint(json.dumps(translate(['alpha beta gamma', 'delta eps'], **{kwargs!r})))")
+    remote = json.loads(run_in_python_without_package(script, cwd=tmp_path).stdout.strip().splitlines()[-1])
+    assert remote == pipeline("hfsm-translation", model=str(out), trust_remote_code=True)(
+        ["alpha beta gamma", "delta eps"], **kwargs)
 
 
 def test_cli_reports_a_model_without_attention_without_a_heatmap(tmp_path):

@@ -304,3 +304,24 @@ def one_eos_warning(caplog) -> str:
     warnings = [r.getMessage() for r in caplog.records if r.name == "hf_seqmodels.saved_folders"]
     assert len(warnings) == 1, warnings
     return warnings[0]
+
+
+def test_a_model_loaded_without_the_package_and_saved_again_keeps_its_pipelines(word_tokenizer, tmp_path):
+    """As transformers' run_translation.py does where the package is not installed: the model is loaded with
+    ``trust_remote_code=True`` and saved by ``Trainer.save_model``; the saved folder's pipelines still run by name."""
+    save_for_hub(tmp_path / "shared", transformer_seq2seq(word_tokenizer), word_tokenizer)
+    script = textwrap.dedent(f"""
+        import json
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, Trainer, TrainingArguments, pipeline
+        model = AutoModelForSeq2SeqLM.from_pretrained("shared", trust_remote_code=True)
+        args = TrainingArguments(output_dir="trained", use_cpu=True, report_to="none")
+        Trainer(model=model, args=args, processing_class=AutoTokenizer.from_pretrained("shared")).save_model()
+        translate = pipeline({TRANSLATION_TASK!r}, model="trained", trust_remote_code=True)
+        print(json.dumps(translate(["the cat sat", "on the mat"], **{GENERATE!r})))
+        """)
+    remote = json.loads(run_in_python_without_package(script, cwd=tmp_path).stdout.strip().splitlines()[-1])
+    trained = tmp_path / "trained"
+    assert saved_config(trained)["custom_pipelines"] == saved_config(tmp_path / "shared")["custom_pipelines"]
+    assert {"pipelines.py", "qa_spans.py"} <= {p.name for p in trained.iterdir()}
+    shared = pipeline(TRANSLATION_TASK, model=str(tmp_path / "shared"), trust_remote_code=True)
+    assert remote == shared(["the cat sat", "on the mat"], **GENERATE)

@@ -15,10 +15,12 @@ allowed; :class:`PresetMixin` runs all of it when a config is built, also by ``f
 
 ``save_pretrained`` of a config (thus of every model) also runs the :data:`SAVE_HOOKS` the package adds
 (:func:`add_save_hook`): they write what makes the folder shareable as it is, e.g. the pipelines' code and
-``custom_pipelines``. The copy saved beside the model has none and saves as transformers does.
+``custom_pipelines``. The copy saved beside the model has none: it keeps the pipelines its config declares
+(:func:`keep_declared_pipelines`), so a model loaded with ``trust_remote_code=True`` and saved again (by
+``Trainer.save_model`` in transformers' example scripts) still shares them.
 
 This module is copied next to the model code by ``save_pretrained`` (remote code), so it
-imports only the standard library.
+imports only the standard library and transformers.
 """
 
 from __future__ import annotations
@@ -28,8 +30,12 @@ import functools
 import math
 import os
 import re
+import shutil
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
+
+from transformers.dynamic_module_utils import get_relative_imports
+from transformers.utils import cached_file
 
 
 class ConfigValidationError(ValueError):
@@ -204,6 +210,48 @@ def add_save_hook(hook: Callable[[Any, str], dict[str, Any]]) -> None:
         SAVE_HOOKS.append(hook)
 
 
+def keep_declared_pipelines(config: Any, save_directory: str) -> dict[str, Any]:
+    """The save hook where no package hook is registered (this module saved beside a model): the modules that
+    ``config.custom_pipelines`` names are copied, with their relative imports, from the folder or Hub repository
+    the config was loaded from (``name_or_path``). An entry whose code is not found there is left out, and a
+    ``custom_pipelines`` that is not a dict of entries is written as none."""
+    declared = getattr(config, "custom_pipelines", None)
+    if not isinstance(declared, dict):
+        return {} if declared is None else {"custom_pipelines": None}
+    source = getattr(config, "name_or_path", None)
+    kept = {task: entry for task, entry in declared.items()
+            if source and _copy_module(source, _module_of(entry), save_directory, set())}
+    return {"custom_pipelines": kept or None}
+
+
+def _module_of(entry: Any) -> str | None:
+    """``"pipelines"`` for the entry ``{"impl": "pipelines.TranslationPipeline", ...}`` (or ``"repo--pipelines.…"``)."""
+    implementation = entry.get("impl") if isinstance(entry, dict) else None
+    if not isinstance(implementation, str) or "." not in implementation:
+        return None
+    return implementation.split("--")[-1].rsplit(".", 1)[0]
+
+
+def _copy_module(source: str, module: str | None, save_directory: str, copied: set[str]) -> bool:
+    """Copy ``module.py`` of ``source`` (a folder or Hub repository) and the sibling modules it imports into
+    ``save_directory``; whether all of them were found."""
+    if module is None:
+        return False
+    if module in copied:
+        return True
+    try:
+        path = cached_file(source, f"{module}.py")
+    except OSError:
+        return False
+    if path is None:
+        return False
+    target = os.path.join(save_directory, f"{module}.py")
+    if not (os.path.exists(target) and os.path.samefile(path, target)):
+        shutil.copyfile(path, target)
+    copied.add(module)
+    return all(_copy_module(source, name, save_directory, copied) for name in get_relative_imports(path))
+
+
 class PresetMixin:
     """Adds ``from_preset(name, **overrides)`` and the family's ``auto_map`` to a configuration class.
 
@@ -284,12 +332,13 @@ class PresetMixin:
         # else: kept as given (transformers keeps e.g. {"label": "0"} as it was written)
 
     def save_pretrained(self, save_directory, *args: Any, **kwargs: Any):
-        """``PreTrainedConfig.save_pretrained`` with the fields and files of the :data:`SAVE_HOOKS`."""
-        if not SAVE_HOOKS or os.path.isfile(save_directory):
+        """``PreTrainedConfig.save_pretrained`` with the fields and files of the :data:`SAVE_HOOKS` (without
+        any: :func:`keep_declared_pipelines`)."""
+        if os.path.isfile(save_directory):
             return super().save_pretrained(save_directory, *args, **kwargs)
         os.makedirs(save_directory, exist_ok=True)
         fields: dict[str, Any] = {}
-        for hook in SAVE_HOOKS:
+        for hook in SAVE_HOOKS or [keep_declared_pipelines]:
             fields.update(hook(self, str(save_directory)))
         kept = {name: self.__dict__[name] for name in fields if name in self.__dict__}
         try:

@@ -253,8 +253,9 @@ def _share(config_class, model_class_name: str, declared, save_directory: str | 
     :data:`PIPELINE_TASKS` that run it, and the other tasks already ``declared`` (entries kept as they are;
     anything but a dict of entries counts as none). Copies this module with its relative imports into
     ``save_directory`` when one of our tasks runs the head."""
-    kept = {task: entry for task, entry in declared.items() if task not in PIPELINE_TASKS} \
-        if isinstance(declared, dict) else {}
+    kept = {}
+    if isinstance(declared, dict):
+        kept = {task: entry for task, entry in declared.items() if task not in PIPELINE_TASKS}
     ours = _entries_for(config_class, model_class_name)
     if ours:
         custom_object_save(TranslationPipeline, save_directory)  # this file and its relative imports

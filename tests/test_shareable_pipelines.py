@@ -121,6 +121,26 @@ def test_save_for_hub_declares_the_pipelines_of_the_saved_head(word_tokenizer, b
     assert SOURCE_TOKENIZER_FOLDER == hub_module.SOURCE_TOKENIZER_FOLDER
 
 
+def test_every_save_declares_the_pipelines_of_the_saved_head_as_a_dict_keyed_by_task(bert_tokenizer, tmp_path):
+    """The entries are computed for the head saved: an earlier non-dict value is replaced, our tasks that do not
+    run the head are dropped, other tasks are kept, and none at all writes no ``custom_pipelines``; the config in
+    memory is left as it was."""
+    qa = bert(bert_tokenizer)
+    qa.config.custom_pipelines = []
+    qa.save_pretrained(tmp_path / "qa")
+    assert saved_config(tmp_path / "qa")["custom_pipelines"] == custom_pipelines_for(qa) != {}
+    assert qa.config.custom_pipelines == []
+    other = {"my-task": {"impl": "my_pipelines.MyPipeline", "pt": ["AutoModelForMaskedLM"], "type": "text"}}
+    masked_lm = BertForMaskedLM(qa.config)
+    masked_lm.config.custom_pipelines = {**custom_pipelines_for(qa), **other}
+    masked_lm.save_pretrained(tmp_path / "masked-lm")
+    assert saved_config(tmp_path / "masked-lm")["custom_pipelines"] == other
+    assert not (tmp_path / "masked-lm" / "pipelines.py").exists()
+    masked_lm.config.custom_pipelines = custom_pipelines_for(qa)
+    masked_lm.save_pretrained(tmp_path / "masked-lm")
+    assert "custom_pipelines" not in saved_config(tmp_path / "masked-lm")
+
+
 def test_save_pipelines_refuses_a_folder_without_config(word_tokenizer, tmp_path):
     with pytest.raises(ValueError, match="save_directory=.*has no config.json"):
         save_pipelines(transformer_seq2seq(word_tokenizer), tmp_path)

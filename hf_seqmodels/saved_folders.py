@@ -52,7 +52,11 @@ def warn_if_sentences_never_end(config, save_directory: str) -> dict[str, Any]:
     key = (str(path.resolve()), path.stat().st_mtime_ns)
     if key in _warned:
         return {}
-    ids = Tokenizer.from_file(str(path)).encode("a").ids
+    try:
+        ids = Tokenizer.from_file(str(path)).encode("a").ids
+    except Exception as error:  # a check must not stop the save: tokenizers raises plain Exceptions
+        logger.debug("Could not read %s to check its <eos>: %s", path, error)
+        return {}
     if ids and ids[-1] in (eos if isinstance(eos, list) else [eos]):
         return {}
     _warned.add(key)

@@ -317,7 +317,11 @@ def test_an_encoder_decoder_saved_with_a_tokenizer_that_adds_no_eos_warns_once(w
         save_for_hub(tmp_path / "fixed", model, fixed)
         save_for_hub(tmp_path / "qa", bert(bert_tokenizer), bert_tokenizer)  # [CLS] A [SEP]: not a seq2seq model
         model.save_pretrained(tmp_path / "no-tokenizer")
+        (tmp_path / "unreadable").mkdir()
+        (tmp_path / "unreadable" / "tokenizer.json").write_text("{}")
+        model.save_pretrained(tmp_path / "unreadable")  # a tokenizer file the check cannot read: saved all the same
     assert not [r for r in caplog.records if r.name == "hf_seqmodels.saved_folders"]
+    assert (tmp_path / "unreadable" / "model.safetensors").is_file()
 
 
 def one_eos_warning(caplog) -> str:

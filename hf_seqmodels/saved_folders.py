@@ -25,7 +25,7 @@ from .pipelines import pipelines_save_hook
 logger = logging.getLogger(__name__)
 
 TOKENIZER_FILE = "tokenizer.json"
-_warned: set[tuple[str, int]] = set()  # (tokenizer file, its modification time) already warned about
+_checked: set[tuple[str, int]] = set()  # (tokenizer file, its modification time) already checked
 
 
 def saved_tokenizer_file(save_directory: str | Path, name_or_path: str | None) -> Path | None:
@@ -50,8 +50,9 @@ def warn_if_sentences_never_end(config, save_directory: str) -> dict[str, Any]:
     if path is None:
         return {}
     key = (str(path.resolve()), path.stat().st_mtime_ns)
-    if key in _warned:
+    if key in _checked:
         return {}
+    _checked.add(key)
     try:
         ids = Tokenizer.from_file(str(path)).encode("a").ids
     except Exception as error:  # a check must not stop the save: tokenizers raises plain Exceptions
@@ -59,7 +60,6 @@ def warn_if_sentences_never_end(config, save_directory: str) -> dict[str, Any]:
         return {}
     if ids and ids[-1] in (eos if isinstance(eos, list) else [eos]):
         return {}
-    _warned.add(key)
     head = (getattr(config, "architectures", None) or [type(config).__name__])[0]
     logger.warning(
         f"{head} is saved to {save_directory} with the tokenizer {path}, which does not end the sentences it "

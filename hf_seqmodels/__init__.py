@@ -45,7 +45,7 @@ from .registry import register_all
 register_all()
 register_pipelines()
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place the version is written: pyproject.toml reads it from here
 
 __all__ = [
     "BiLSTMCRFConfig",

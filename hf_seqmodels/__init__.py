@@ -47,7 +47,7 @@ register_all()
 register_pipelines()
 register_save_hooks()
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place the version is written: pyproject.toml reads it from here
 
 __all__ = [
     "BiLSTMCRFConfig",

@@ -82,6 +82,19 @@ def test_cached_flex_decoding_equals_recomputing_the_prefix():
 
 
 @torch.no_grad()
+def test_static_cache_generation_reads_the_block_mask_generate_builds():
+    """With a static cache, generate() builds the 4-D mask itself (a BlockMask for flex attention), which the
+    model uses as it is."""
+    ids, mask = prompts()
+    tokens = {}
+    for implementation in ("sdpa", "flex_attention"):
+        model = build(TransformerLMConfig, TransformerForCausalLM, implementation, seed=1)
+        tokens[implementation] = model.generate(ids, attention_mask=mask, max_new_tokens=3, min_new_tokens=3,
+                                                do_sample=False, cache_implementation="static")
+    assert torch.equal(tokens["flex_attention"], tokens["sdpa"])
+
+
+@torch.no_grad()
 def test_encoder_decoder_gives_the_same_logits_and_tokens_with_every_implementation():
     """Padded sources: the encoder's self-attention and the decoder's cross-attention masks; padded targets:
     the decoder's causal mask with padding."""

@@ -34,7 +34,7 @@ def test_attention_function_takes_the_shortcut_only_without_a_mask():
     assert mha.attention_function("sdpa", query.bfloat16(), key.bfloat16(), None) is mha.bmm_attention
     mask = torch.ones(2, 1, 1, 5, dtype=torch.bool)
     assert mha.attention_function("sdpa", query, key, mask) is sdpa_attention_forward
-    assert mha.attention_function("eager", query, key, None) is mha.scaled_dot_product_attention
+    assert mha.attention_function("eager", query, key, None) is mha.eager_attention_forward
 
 
 def test_feed_forward_dropout_still_drops_in_training_only():

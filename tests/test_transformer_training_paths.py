@@ -131,19 +131,3 @@ def test_nanogpt_cpu_preset_and_recipe():
         learning_rate=1e-3, adam_beta2=0.99, warmup_steps=100, weight_decay=0.1, bptt=64,
         per_device_train_batch_size=12, max_steps=2000, lr_scheduler_type="cosine")
     assert recipe["lr_scheduler_kwargs"] == {"min_lr_ratio": 0.1}
-
-
-def test_stacked_self_projections_equal_the_three_products_and_skip_wrapped_ones():
-    model = causal_lm().eval()
-    attention = model.model.layers[0].self_attn
-    x = torch.randn(2, 5, 16)
-    fused = attention.self_projections(x)
-    separate = [attention.split_heads(p(x)) for p in (attention.q_proj, attention.k_proj, attention.v_proj)]
-    for got, expected in zip(fused, separate, strict=True):
-        torch.testing.assert_close(got, expected)
-    seen = []
-    handle = attention.v_proj.register_forward_hook(lambda module, args, out: seen.append(out.shape))
-    assert attention.self_projections(x) is None  # a hooked (or adapted) projection runs as a module
-    model(torch.randint(4, V, (1, 3)))
-    handle.remove()
-    assert seen and all(shape[-1] == 16 for shape in seen)

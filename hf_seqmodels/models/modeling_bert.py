@@ -32,7 +32,8 @@ from transformers.modeling_outputs import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
-from transformers.utils import ModelOutput
+from transformers.processing_utils import Unpack
+from transformers.utils import ModelOutput, TransformersKwargs
 from transformers.utils.generic import can_return_tuple
 
 from .configuration_bert import BertConfig
@@ -46,7 +47,7 @@ from .input_checks import (
     current_mask,
     is_tracing,
 )
-from .multi_head_attention import attention_mask as build_attention_mask
+from .multi_head_attention import attention_implementation, bidirectional_mask
 from .output_flags import output_flags, structured
 from .positional_encoding import LearnedPositionalEmbedding
 from .transformer_layers import TransformerEncoderLayer
@@ -96,14 +97,16 @@ class BertEncoder(nn.Module):
         )
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None, output_attentions: bool, output_hidden_states: bool
+        self, x: torch.Tensor, mask: torch.Tensor | None, output_attentions: bool, output_hidden_states: bool,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutput:
-        """``x`` ``(B, T, H)``, ``mask`` boolean ``(B, 1, 1, T)`` (True = may attend) or None → ``(B, T, H)``;
-        ``L + 1`` states, ``L`` weights."""
+        """``x`` ``(B, T, H)``, ``mask`` boolean ``(B, 1, 1, T)`` (True = may attend; or the attention
+        implementation's format, see ``multi_head_attention``) or None → ``(B, T, H)``; ``L + 1`` states,
+        ``L`` weights. ``kwargs`` go to the attention function."""
         hidden_states, attentions = [], []
         for layer in self.layers:
             hidden_states.append(x)
-            x, weights = layer(x, attention_mask=mask, output_attentions=output_attentions)
+            x, weights = layer(x, attention_mask=mask, output_attentions=output_attentions, **kwargs)
             attentions.append(weights)
         return BaseModelOutput(
             last_hidden_state=x,
@@ -146,7 +149,11 @@ class BertPreTrainedModel(PreTrainedModel):
     base_model_prefix = "bert"
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
+    # attention goes through transformers' ALL_ATTENTION_FUNCTIONS with the masks masking_utils builds for each
+    # implementation, and the forward's keyword arguments reach it
     _supports_sdpa = True
+    _supports_flex_attn = True
+    _supports_attention_backend = True
     # not BertEmbeddings: accelerate's FSDP2 puts the word embeddings (tied to the MLM decoder) in a unit of
     # their own, which fails when a wrapped BertEmbeddings has already sharded them
     _no_split_modules = ["TransformerEncoderLayer"]
@@ -222,7 +229,7 @@ class BertModel(BertPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutputWithPooling:
         """
         Args:
@@ -231,6 +238,7 @@ class BertModel(BertPreTrainedModel):
             token_type_ids: ``(B, T)`` segment ids in ``[0, type_vocab_size)`` (default: all 0).
             position_ids: ``(B | 1, T)`` (default: ``0 .. T - 1``).
             inputs_embeds: ``(B, T, H)`` token vectors in place of ``input_ids`` (exactly one of the two).
+            kwargs: passed on to the attention function.
 
         Returns:
             ``last_hidden_state`` ``(B, T, H)``, ``pooler_output`` ``(B, H)`` (None without pooler),
@@ -243,9 +251,9 @@ class BertModel(BertPreTrainedModel):
         tokens = input_ids if input_ids is not None else inputs_embeds[..., 0]  # only its shape (B, T) is read
         mask = current_mask(attention_mask, tokens)  # (B, T) bool, or None
         x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, T, H)
-        length = shape[1]
-        keys = build_attention_mask(mask, length, length, causal=False)  # (B, 1, 1, T) bool, or None: no padding
-        out = self.encoder(x, keys, output_attentions, output_hidden_states)
+        implementation = attention_implementation(self.config, output_attentions)
+        keys = bidirectional_mask(self.config, implementation, x, mask)  # e.g. (B, 1, 1, T) bool, or None
+        out = self.encoder(x, keys, output_attentions, output_hidden_states, **kwargs)
         return BaseModelOutputWithPooling(
             last_hidden_state=out.last_hidden_state,
             pooler_output=self.pooler(out.last_hidden_state) if self.pooler is not None else None,
@@ -255,12 +263,13 @@ class BertModel(BertPreTrainedModel):
 
 
 def base_output(bert: BertModel, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                output_attentions, output_hidden_states) -> BaseModelOutputWithPooling:
+                output_attentions, output_hidden_states, **kwargs) -> BaseModelOutputWithPooling:
     """What a head reads from its base model: the structured output whatever ``return_dict`` says (the tuple
-    form is for the outermost call only); ``None`` flags fall back to the shared config."""
+    form is for the outermost call only); ``None`` flags fall back to the shared config. ``kwargs`` (the head's
+    own) go on to the attention function."""
     return structured(bert, input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
                       position_ids=position_ids, inputs_embeds=inputs_embeds, output_attentions=output_attentions,
-                      output_hidden_states=output_hidden_states)
+                      output_hidden_states=output_hidden_states, **kwargs)
 
 
 def masked_lm_logits_and_loss(
@@ -368,7 +377,7 @@ class BertForPreTraining(BertPreTrainedModel):
         ``(B,)``: 0 IsNext, 1 NotNext. Other inputs as in :class:`BertModel`."""
         masked_only = resolve_masked_only(self.config, masked_positions_only, labels)
         out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                          output_attentions, output_hidden_states)
+                          output_attentions, output_hidden_states, **kwargs)
         prediction_logits, mlm_loss = masked_lm_logits_and_loss(self.mlm_head, out.last_hidden_state, labels,
                                                                 masked_only, kwargs.get("num_items_in_batch"))
         seq_relationship_logits = self.nsp_head(out.pooler_output)  # (B, 2)
@@ -420,7 +429,7 @@ class BertForMaskedLM(BertPreTrainedModel):
     ) -> MaskedLMOutput:
         masked_only = resolve_masked_only(self.config, masked_positions_only, labels)
         out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                          output_attentions, output_hidden_states)
+                          output_attentions, output_hidden_states, **kwargs)
         logits, loss = masked_lm_logits_and_loss(self.mlm_head, out.last_hidden_state, labels, masked_only,
                                                  kwargs.get("num_items_in_batch"))
         return MaskedLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions)
@@ -449,7 +458,7 @@ class BertForNextSentencePrediction(BertPreTrainedModel):
         **kwargs,
     ) -> NextSentencePredictorOutput:
         out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                          output_attentions, output_hidden_states)
+                          output_attentions, output_hidden_states, **kwargs)
         logits = self.nsp_head(out.pooler_output)  # (B, 2)
         loss = None
         if labels is not None:
@@ -498,7 +507,7 @@ class BertForSequenceClassification(BertClassifierBase):
         **kwargs,
     ) -> SequenceClassifierOutput:
         out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                          output_attentions, output_hidden_states)
+                          output_attentions, output_hidden_states, **kwargs)
         logits = self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
         check_classification_labels(labels, logits, self.config)
         loss = self.loss_function(labels, logits, self.config) if labels is not None else None
@@ -528,7 +537,7 @@ class BertForTokenClassification(BertClassifierBase):
         **kwargs,
     ) -> TokenClassifierOutput:
         out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                          output_attentions, output_hidden_states)
+                          output_attentions, output_hidden_states, **kwargs)
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, num_labels)
         check_labels(labels, logits)
         loss = self.loss_function(logits, labels, self.config) if labels is not None else None
@@ -576,7 +585,7 @@ class BertForQuestionAnswering(BertPreTrainedModel):
         **kwargs,
     ) -> QuestionAnsweringModelOutput:
         out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                          output_attentions, output_hidden_states)
+                          output_attentions, output_hidden_states, **kwargs)
         start_logits, end_logits = self.qa_outputs(out.last_hidden_state).unbind(-1)  # (B, T) each
         loss = None
         if start_positions is not None and end_positions is not None:
@@ -617,7 +626,8 @@ class BertForMultipleChoice(BertClassifierBase):
             return t.flatten(0, 1) if t is not None and t.dim() == dims else t
 
         out = base_output(self.bert, flat(input_ids), flat(attention_mask), flat(token_type_ids),
-                          flat(position_ids), flat(inputs_embeds, 4), output_attentions, output_hidden_states)
+                          flat(position_ids), flat(inputs_embeds, 4), output_attentions, output_hidden_states,
+                          **kwargs)
         logits = self.classifier(self.dropout(out.pooler_output)).view(-1, num_choices)  # (B, C)
         loss = None
         if labels is not None:

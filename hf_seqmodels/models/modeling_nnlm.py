@@ -106,7 +106,7 @@ class NNLMModel(NNLMPreTrainedModel):
         tokens = self._tokens(input_ids, inputs_embeds, attention_mask)  # (B, T) ids or (B, T, m) vectors
         batch, time = tokens.shape[:2]
         n_ctx = self.config.context_size
-        context = past_key_values.initial_or(batch) if past_key_values is not None else None
+        context = RecurrentState.continued(past_key_values, batch, type(self).__name__)
         context = self.initial_context(batch, tokens.device) if context is None else context[0]
         if tokens.dim() == 3 or context.dim() == 3:  # vectors: the context is kept as vectors from now on
             tokens, context = (t if t.dim() == 3 else self.embed_tokens(t) for t in (tokens, context))

@@ -180,7 +180,7 @@ class RNNModel(RNNPreTrainedModel):
         batch, time = words.shape[:2]
         mask = current_mask(attention_mask, words[..., 0])
         embeddings = self.dropout(words) if self.training else words  # nn.Dropout is the identity in eval
-        initial = past_key_values.initial_or(batch) if past_key_values is not None else None
+        initial = RecurrentState.continued(past_key_values, batch, type(self).__name__)
         if past_key_values is not None and past_key_values.record_past and time > 1:
             outputs, final, layers, steps = self._read_token_by_token(embeddings, initial, mask, output_hidden_states)
         else:

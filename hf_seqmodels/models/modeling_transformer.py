@@ -28,6 +28,8 @@ from transformers.modeling_outputs import (
     Seq2SeqLMOutput,
     Seq2SeqModelOutput,
 )
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs
 from transformers.utils.generic import can_return_tuple
 
 from .cache_continuation import continue_from_cache
@@ -35,7 +37,7 @@ from .cache_naming import cache_field, given_cache, output_cache
 from .configuration_transformer import TransformerConfig, TransformerConfigBase, TransformerLMConfig
 from .feed_forward import Dropout
 from .input_checks import check_input_ids, check_mask_values, check_source_ids, current_mask, is_tracing
-from .multi_head_attention import attention_mask as build_attention_mask
+from .multi_head_attention import attention_implementation, bidirectional_mask, causal_mask
 from .output_flags import output_flags, structured
 from .positional_encoding import build_positional_encoding, position_ids_from_mask
 from .source_vocabulary import SourceVocabularyMixin
@@ -132,11 +134,13 @@ class TransformerEncoder(nn.Module):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         inputs_embeds: torch.Tensor | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutput:
         """``input_ids`` ``(B, S)`` (or ``inputs_embeds`` ``(B, S, d_model)``), ``attention_mask`` ``(B, S)``
-        (0 = padding). Returns ``last_hidden_state`` ``(B, S, d_model)``, ``hidden_states`` (``N + 1`` tensors:
-        the embeddings and every layer's output) and ``attentions`` (``N`` × ``(B, H, S, S)``)."""
+        (0 = padding); ``kwargs`` go to the attention function. Returns ``last_hidden_state`` ``(B, S, d_model)``,
+        ``hidden_states`` (``N + 1`` tensors: the embeddings and every layer's output) and ``attentions``
+        (``N`` × ``(B, H, S, S)``)."""
+        kwargs.pop("return_dict", None)  # generate() asks the encoder for its ModelOutput, the only form it returns
         output_hidden_states, output_attentions = output_flags(self.config, output_hidden_states, output_attentions)
         source = ids_or_embeds(input_ids, inputs_embeds)
         if input_ids is not None:
@@ -145,11 +149,12 @@ class TransformerEncoder(nn.Module):
         length = source.shape[1]
         positions = consecutive_or_counted(mask, 0, length, source.device)
         x = self.embeddings(input_ids, positions, inputs_embeds)  # (B, S, d)
-        padding = build_attention_mask(mask, length, length, causal=False)  # (B, 1, 1, S) or None
+        implementation = attention_implementation(self.config, output_attentions)
+        padding = bidirectional_mask(self.config, implementation, x, mask)  # e.g. (B, 1, 1, S), or None
         hidden_states, attentions = [], []
         for layer in self.layers:
             hidden_states.append(x)
-            x, weights = layer(x, padding, output_attentions=output_attentions)
+            x, weights = layer(x, padding, output_attentions=output_attentions, **kwargs)
             attentions.append(weights)
         if self.final_norm is not None:
             x = self.final_norm(x)
@@ -204,20 +209,21 @@ class DecoderStack:
         cache: Cache | None = None,
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         """
         Args:
             input_ids: ``(B, T)`` the newest target tokens (all of them without a cache); or ``inputs_embeds``
                 ``(B, T, d_model)``.
             attention_mask: ``(B, past + T)``, 0 = padding (left padding of decoder-only prompts); or a prepared
-                4-D mask ``(B | 1, 1, T, keys)`` (boolean or additive, as ``generate`` builds for a static
-                cache), used as it is.
+                4-D mask ``(B | 1, 1, T, keys)`` (boolean or additive, or flex attention's ``BlockMask``, as
+                ``generate`` builds for a static cache), used as it is.
             encoder_hidden_states: ``(B, S, d_model)``; encoder_attention_mask ``(B, S)``.
             past_key_values: the cache of earlier steps, extended in place (or ``cache``, the name transformers
                 >= 5.24 uses and returns it under).
             position_ids: ``(B | 1, T)``; default: counted from the 2-D ``attention_mask`` (padding does not
                 shift positions), else ``past .. past + T - 1``.
+            kwargs: passed on to the attention functions.
 
         Returns:
             ``last_hidden_state`` ``(B, T, d_model)``, ``past_key_values``, ``hidden_states`` (``N + 1`` ×
@@ -239,7 +245,7 @@ class DecoderStack:
             past_key_values = self.new_cache()
         batch, length = target.shape[:2]
         past, key_length = cache_lengths(past_key_values, length)
-        padding = attention_mask if attention_mask is None or attention_mask.dim() == 2 else None
+        padding = attention_mask if attention_mask is None or len(attention_mask.shape) == 2 else None
         if padding is not None and not is_tracing():
             if padding.shape != (batch, int(past) + length):
                 raise ValueError(f"`attention_mask` must have shape (batch, past + new tokens) = "
@@ -248,19 +254,20 @@ class DecoderStack:
         if position_ids is None:
             position_ids = consecutive_or_counted(padding, past, length, target.device)
         x = self.embeddings(input_ids, position_ids, inputs_embeds, first_position=past)  # (B, T, d)
-        self_mask = attention_mask if padding is None and attention_mask is not None else build_attention_mask(
-            padding, length, key_length, causal=True, query_offset=past, device=x.device)
+        implementation = attention_implementation(self.config, output_attentions)
+        self_mask = attention_mask if padding is None and attention_mask is not None else causal_mask(
+            self.config, implementation, x, padding, past_key_values, past, key_length)
         cross_mask = None
         if self.cross_attention:
             source_mask = current_mask(encoder_attention_mask, encoder_hidden_states)
-            cross_mask = build_attention_mask(source_mask, length, encoder_hidden_states.shape[1], causal=False)
+            cross_mask = bidirectional_mask(self.config, implementation, x, source_mask, encoder_hidden_states)
         hidden_states, self_attentions, cross_attentions = [], [], []
         layer_cache = cache_field(past_key_values)  # {installed name: the cache}
         for layer in self.layers:
             hidden_states.append(x)
             x, self_weights, cross_weights = layer(  # tensors positional: see TransformerDecoderLayer.forward
                 x, self_mask, encoder_hidden_states, cross_mask, **layer_cache,
-                output_attentions=output_attentions,
+                output_attentions=output_attentions, **kwargs,
             )
             self_attentions.append(self_weights)
             cross_attentions.append(cross_weights)
@@ -289,7 +296,11 @@ class TransformerPreTrainedModel(PreTrainedModel):
     base_model_prefix = "model"
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
+    # attention goes through transformers' ALL_ATTENTION_FUNCTIONS with the masks masking_utils builds for each
+    # implementation, and the forward's keyword arguments reach it
     _supports_sdpa = True
+    _supports_flex_attn = True
+    _supports_attention_backend = True
     # no value-dependent branch, no `.item()` on a traced path: forward and static-cache decoding compile whole
     _can_compile_fullgraph = True
     _no_split_modules = ["TransformerEncoderLayer", "TransformerDecoderLayer"]
@@ -375,7 +386,7 @@ class TransformerModel(SourceVocabularyMixin, TransformerPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         decoder_position_ids: torch.LongTensor | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqModelOutput:
         """``input_ids`` ``(B, S)`` source (or ``inputs_embeds`` ``(B, S, d_model)``), ``decoder_input_ids``
         ``(B, T)`` target prefix (or ``decoder_inputs_embeds``); ``encoder_outputs`` (from an earlier call or
@@ -383,7 +394,7 @@ class TransformerModel(SourceVocabularyMixin, TransformerPreTrainedModel):
         output_hidden_states, output_attentions = output_flags(self.config, output_hidden_states, output_attentions)
         if encoder_outputs is None:
             encoder_outputs = self.encoder(input_ids, attention_mask, output_attentions, output_hidden_states,
-                                           inputs_embeds=inputs_embeds)
+                                           inputs_embeds=inputs_embeds, **kwargs)
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs)
         if decoder_input_ids is None and decoder_inputs_embeds is None:  # the source alone: the encoder's states
@@ -395,7 +406,7 @@ class TransformerModel(SourceVocabularyMixin, TransformerPreTrainedModel):
             encoder_hidden_states=encoder_outputs.last_hidden_state, encoder_attention_mask=attention_mask,
             cache=given_cache(past_key_values, cache), use_cache=use_cache,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-            position_ids=decoder_position_ids, inputs_embeds=decoder_inputs_embeds,
+            position_ids=decoder_position_ids, inputs_embeds=decoder_inputs_embeds, **kwargs,
         )
         return Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
@@ -490,7 +501,7 @@ class TransformerForConditionalGeneration(SourceVocabularyMixin, TransformerPreT
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         decoder_position_ids: torch.LongTensor | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqLMOutput:
         """
         Args:
@@ -510,7 +521,7 @@ class TransformerForConditionalGeneration(SourceVocabularyMixin, TransformerPreT
             cache=given_cache(past_key_values, cache), use_cache=use_cache,
             output_attentions=output_attentions, output_hidden_states=output_hidden_states,
             inputs_embeds=inputs_embeds, decoder_inputs_embeds=decoder_inputs_embeds,
-            decoder_position_ids=decoder_position_ids,
+            decoder_position_ids=decoder_position_ids, **kwargs,
         )
         logits = self.lm_head(out.last_hidden_state)  # (B, T, V)
         loss = None
@@ -618,7 +629,7 @@ class TransformerForCausalLM(TransformerPreTrainedModel, GenerationMixin):
         out = structured(
             self.model, input_ids, attention_mask=attention_mask, cache=given_cache(past_key_values, cache),
             use_cache=use_cache, position_ids=position_ids, inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states, **kwargs,
         )
         logits = self.lm_head(out.last_hidden_state)  # (B, T, V)
         loss, smoothing = None, self.config.label_smoothing

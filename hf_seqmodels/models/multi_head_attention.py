@@ -1,11 +1,18 @@
 """Multi-head scaled dot-product attention, shared by every attention-based family (Transformer, BERT).
 
-The product itself goes through transformers' attention interface, so ``attn_implementation="eager"``
-runs :func:`scaled_dot_product_attention` below and ``"sdpa"`` runs ``torch``'s fused kernel, with the
-same result. A mask is either boolean (True = may attend), built by :func:`attention_mask` from small
-tensors by broadcasting, or an additive float tensor built by :func:`attention_bias`; both have shape
+The product itself goes through transformers' attention interface (``ALL_ATTENTION_FUNCTIONS``), so
+``attn_implementation="eager"`` runs :func:`eager_attention_forward` below, ``"sdpa"`` torch's fused kernel
+and ``"flex_attention"`` torch's flex attention, with the same result; a function registered with
+``AttentionInterface.register`` runs as well. The keyword arguments of a model's ``forward`` reach the
+function unchanged.
+
+Each implementation reads the mask it expects (:func:`bidirectional_mask`, :func:`causal_mask`). Eager, sdpa
+and registered functions get a boolean mask (True = may attend) built by :func:`attention_mask` from small
+tensors by broadcasting, or an additive float tensor (:func:`attention_bias`); both have shape
 ``(batch | 1, 1, query_len, key_len)``. A causal self-attention over ``T`` queries and the same ``T`` keys
 needs no mask at all: the module's ``is_causal`` lets the kernel apply it (``is_causal`` of torch's sdpa).
+The other implementations with a mask function in transformers' ``masking_utils`` (flex attention's
+``BlockMask``) get the mask that ``create_causal_mask`` / ``create_bidirectional_mask`` build for them.
 """
 
 from __future__ import annotations
@@ -15,13 +22,20 @@ from collections.abc import Callable
 import torch
 from torch import nn
 from transformers.cache_utils import Cache, EncoderDecoderCache
+from transformers.masking_utils import (
+    ALL_MASK_ATTENTION_FUNCTIONS,
+    create_bidirectional_mask,
+    create_causal_mask,
+)
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs
 
 from .feed_forward import dropout as drop
 from .input_checks import is_tracing
 
 
-def scaled_dot_product_attention(
+def eager_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
     key: torch.Tensor,
@@ -69,7 +83,7 @@ def bmm_attention(
     is_causal: bool | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""The same attention as :func:`scaled_dot_product_attention` without a mask (the causal one aside), in
+    r"""The same attention as :func:`eager_attention_forward` without a mask (the causal one aside), in
     three batched kernels: :math:`S = \mathrm{baddbmm}(M_{causal}, Q, K^\top, \alpha=1/\sqrt{d_k})`, softmax
     (and dropout), :math:`S V`. In bfloat16 on a CPU (``--bf16`` training) these run about twice as fast as
     torch's fused sdpa kernels for short sequences (forward and backward, ``T = 128``, ``d_k = 64``: the CPU
@@ -126,7 +140,48 @@ def attention_function(implementation: str, query: torch.Tensor, key: torch.Tens
                 and query.shape[2] * key.shape[2] <= BMM_ATTENTION_MAX_SCORES):
             return bmm_attention
         return unmasked_sdpa_attention
-    return ALL_ATTENTION_FUNCTIONS.get_interface(implementation, scaled_dot_product_attention)
+    return ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
+
+
+def attention_implementation(config, output_attentions: bool) -> str:
+    """The attention function a forward runs, and whose mask format it builds: ``config._attn_implementation``,
+    or ``"eager"`` when the weights are asked for (``output_attentions``), which only the eager function returns."""
+    return "eager" if output_attentions else config._attn_implementation
+
+
+def uses_transformers_masks(implementation: str) -> bool:
+    """Whether transformers' ``masking_utils`` builds the masks of ``implementation`` (flex attention's
+    ``BlockMask``, say) rather than :func:`attention_mask`, whose boolean masks eager, sdpa and registered
+    functions without a mask function of their own read."""
+    return implementation not in ("eager", "sdpa") and implementation in ALL_MASK_ATTENTION_FUNCTIONS
+
+
+def bidirectional_mask(
+    config, implementation: str, queries: torch.Tensor, key_padding_mask: torch.Tensor | None,
+    keys: torch.Tensor | None = None,
+):
+    """The mask of an attention without causality: ``queries`` ``(B, T, d)`` over themselves, or over ``keys``
+    ``(B, S, d)`` (cross-attention: the encoder output); ``key_padding_mask`` ``(B, S)``, 0 = padding, or None.
+    In the format of ``implementation`` (see the module's doc); None when nothing is hidden."""
+    if uses_transformers_masks(implementation):
+        return create_bidirectional_mask(config, queries, key_padding_mask, encoder_hidden_states=keys)
+    key_length = queries.shape[1] if keys is None else keys.shape[1]
+    return attention_mask(key_padding_mask, queries.shape[1], key_length, causal=False)
+
+
+def causal_mask(
+    config, implementation: str, queries: torch.Tensor, key_padding_mask: torch.Tensor | None, cache: Cache | None,
+    query_offset: int | torch.Tensor, key_length: int,
+):
+    """The mask of a causal self-attention of ``queries`` ``(B, T, d)`` at positions ``query_offset ..``
+    over ``key_length`` keys (``cache``'s and their own); ``key_padding_mask`` ``(B, past + T)`` or None. In
+    the format of ``implementation``; None when the kernel's ``is_causal`` suffices."""
+    if uses_transformers_masks(implementation):
+        if isinstance(cache, EncoderDecoderCache):
+            cache = cache.self_attention_cache
+        return create_causal_mask(config, queries, key_padding_mask, cache)
+    return attention_mask(key_padding_mask, queries.shape[1], key_length, causal=True, query_offset=query_offset,
+                          device=queries.device)
 
 
 def attention_bias(
@@ -237,21 +292,7 @@ class MultiHeadAttention(nn.Module):
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T, d_k)
 
-    def self_projections(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, ...] | None:
-        """Queries, keys and values of a self-attention from one matrix product with the three weights stacked
-        (``(3 d, d)``, as GPT-2 stores them): the same products, one larger kernel instead of three, in the
-        forward and the backward. ``(B, T, d)`` -> 3 x ``(B, H, T, d_k)``; None when a projection is not a
-        plain ``nn.Linear`` without hooks (a PEFT adapter, say), which must then run as a module."""
-        projections = (self.q_proj, self.k_proj, self.v_proj)
-        if any(type(p) is not nn.Linear or p._forward_hooks or p._forward_pre_hooks for p in projections):
-            return None
-        weight = torch.cat([p.weight for p in projections])  # (3 d, d)
-        bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
-        stacked = nn.functional.linear(hidden_states, weight, bias)  # (B, T, 3 d)
-        return tuple(self.split_heads(part) for part in stacked.chunk(3, dim=-1))
-
-    def keys_and_values(self, states, past_key_values, cross: bool,
-                        projected: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def keys_and_values(self, states, past_key_values, cross: bool) -> tuple[torch.Tensor, torch.Tensor]:
         if isinstance(past_key_values, EncoderDecoderCache):
             if cross and past_key_values.is_updated.get(self.layer_idx):
                 layer = past_key_values.cross_attention_cache.layers[self.layer_idx]
@@ -259,9 +300,7 @@ class MultiHeadAttention(nn.Module):
             cache = past_key_values.cross_attention_cache if cross else past_key_values.self_attention_cache
         else:
             cache = past_key_values
-        if projected is None:
-            projected = self.split_heads(self.k_proj(states)), self.split_heads(self.v_proj(states))
-        key, value = projected  # (B, H, S, d_k)
+        key, value = self.split_heads(self.k_proj(states)), self.split_heads(self.v_proj(states))  # (B, H, S, d_k)
         if cross and cache is not None:
             # read at every later step: store them contiguous, not as transposed views of the projections
             # (torch's CPU sdpa kernel reads strided keys and values more slowly)
@@ -279,6 +318,7 @@ class MultiHeadAttention(nn.Module):
         attention_mask: torch.Tensor | None = None,
         past_key_values: Cache | None = None,
         output_attentions: bool = False,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """
         Args:
@@ -289,21 +329,21 @@ class MultiHeadAttention(nn.Module):
                 alone hides the future of a causal self-attention, inside the kernel: no ``T × T`` tensor).
             past_key_values: a ``Cache`` (self-attention only) or an ``EncoderDecoderCache``.
             output_attentions: also return the weights; sdpa does not compute them, so such a call
-                runs the eager function (the same numbers).
+                runs the eager function (the same numbers; :func:`attention_implementation`).
+            kwargs: passed on to the attention function (``kernel_options`` of flex attention, say).
 
         Returns:
             The output ``(B, T, d_model)`` and the weights ``(B, H, T, S)`` or None.
         """
         cross = key_value_states is not None
-        fused = None if cross else self.self_projections(hidden_states)
-        query = self.split_heads(self.q_proj(hidden_states)) if fused is None else fused[0]  # (B, H, T, d_k)
+        query = self.split_heads(self.q_proj(hidden_states))  # (B, H, T, d_k)
         states = key_value_states if cross else hidden_states
-        key, value = self.keys_and_values(states, past_key_values, cross, fused and fused[1:])  # (B, H, S, d_k)
-        implementation = "eager" if output_attentions else self.config._attn_implementation
+        key, value = self.keys_and_values(states, past_key_values, cross)  # (B, H, S, d_k)
+        implementation = attention_implementation(self.config, output_attentions)
         attend = attention_function(implementation, query, key, attention_mask)
         output, weights = attend(
             self, query, key, value, attention_mask,
-            scaling=self.scaling, dropout=self.dropout if self.training else 0.0,
+            scaling=self.scaling, dropout=self.dropout if self.training else 0.0, **kwargs,
         )  # (B, T, H, d_k)
         output = self.out_proj(output.reshape(*hidden_states.shape[:-1], -1))  # concat heads: (B, T, d_model)
         return output, weights if output_attentions else None

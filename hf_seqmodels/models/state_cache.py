@@ -88,6 +88,24 @@ class RecurrentState(Cache):
 
     # --- what the models call --------------------------------------------------------------------------
 
+    @staticmethod
+    def continued(cache: Cache | None, batch_size: int, model: str) -> StateTensors | None:
+        """:meth:`initial_or` of the cache a ``model`` (its class name) was given, None without one. A key/value
+        cache (``DynamicCache``, ``StaticCache``...), such as the export wrappers of transformers pass, cannot
+        hold a recurrent state: a ValueError says so."""
+        if cache is None:
+            return None
+        if not isinstance(cache, RecurrentState):
+            raise ValueError(
+                f"{model} got a {type(cache).__name__} as its cache, but its memory is a RecurrentState (a fixed-size "
+                "state after the last token read), not per-token attention keys and values: a key/value cache cannot "
+                "hold it, so transformers' key/value-cache export wrappers (export_with_dynamic_cache, "
+                "TorchExportableModuleWithStaticCache) do not apply to this model. Pass no cache or the RecurrentState "
+                "the model returned; hf_seqmodels.export.export_generation exports its decoding step with the state "
+                "as an input and an output."
+            )
+        return cache.initial_or(batch_size)
+
     def advanced(self, tensors: StateTensors, num_tokens: int, steps: list[StateTensors] | None = None) -> RecurrentState:
         """A new state after ``num_tokens`` more tokens, ending in ``tensors``. While recording, ``steps`` are
         the states after each of those tokens (the last one is ``tensors``); without them only the final state

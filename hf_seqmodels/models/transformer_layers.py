@@ -13,6 +13,8 @@ import torch
 from torch import nn
 from transformers.cache_utils import Cache
 from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs
 
 from .cache_naming import given_cache
 from .feed_forward import Dropout, PositionwiseFeedForward
@@ -71,12 +73,15 @@ class TransformerEncoderLayer(GradientCheckpointingLayer):
         self.ffn_norm = add_norm(config)
 
     def forward(
-        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, output_attentions: bool = False
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, output_attentions: bool = False,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``hidden_states`` ``(B, S, d_model)``, ``attention_mask`` ``(B, 1, 1, S)`` → ``(B, S, d_model)``, weights."""
+        """``hidden_states`` ``(B, S, d_model)``, ``attention_mask`` ``(B, 1, 1, S)`` (or the attention
+        implementation's format) → ``(B, S, d_model)``, weights. ``kwargs`` go to the attention function."""
         x = hidden_states
         attended, weights = self.self_attn(
-            self.self_attn_norm.sublayer_input(x), attention_mask=attention_mask, output_attentions=output_attentions
+            self.self_attn_norm.sublayer_input(x), attention_mask=attention_mask, output_attentions=output_attentions,
+            **kwargs,
         )
         x = self.self_attn_norm(x, attended)
         x = self.ffn_norm(x, self.feed_forward(self.ffn_norm.sublayer_input(x)))
@@ -109,6 +114,7 @@ class TransformerDecoderLayer(GradientCheckpointingLayer):
         past_key_values: Cache | None = None,
         output_attentions: bool = False,
         cache: Cache | None = None,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """
         Args:
@@ -122,6 +128,7 @@ class TransformerDecoderLayer(GradientCheckpointingLayer):
             encoder_attention_mask: source padding mask ``(B, 1, 1, S)``.
             past_key_values: the cache this layer extends; the stack passes it under transformers' name
                 (``cache`` from 5.24), the argument its gradient checkpointing drops while training.
+            kwargs: passed on to both attention functions.
 
         Returns:
             ``(B, T, d_model)``, self-attention weights ``(B, H, T, past + T)`` and cross-attention
@@ -131,7 +138,7 @@ class TransformerDecoderLayer(GradientCheckpointingLayer):
         x = hidden_states
         attended, self_weights = self.self_attn(
             self.self_attn_norm.sublayer_input(x), attention_mask=attention_mask,
-            past_key_values=past_key_values, output_attentions=output_attentions,
+            past_key_values=past_key_values, output_attentions=output_attentions, **kwargs,
         )
         x = self.self_attn_norm(x, attended)
         cross_weights = None
@@ -139,7 +146,7 @@ class TransformerDecoderLayer(GradientCheckpointingLayer):
             attended, cross_weights = self.cross_attn(
                 self.cross_attn_norm.sublayer_input(x), key_value_states=encoder_hidden_states,
                 attention_mask=encoder_attention_mask, past_key_values=past_key_values,
-                output_attentions=output_attentions,
+                output_attentions=output_attentions, **kwargs,
             )
             x = self.cross_attn_norm(x, attended)
         x = self.ffn_norm(x, self.feed_forward(self.ffn_norm.sublayer_input(x)))

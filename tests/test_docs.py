@@ -71,9 +71,9 @@ def test_a_registered_family_gets_its_page_and_its_nav_entry(toy_family, tmp_pat
     text = page.markdown
     assert text.startswith("# Toy (`hfsm_toy`)")
     assert "| `AutoModelForCausalLM` | [`ToyForCausalLM`][hf_seqmodels.ToyForCausalLM] | `text-generation` | yes |" in text
-    assert "| `toy-large` |" in text and "optim='sgd', learning_rate=1.0" in text  # presets with their recipes
+    assert "| `toy-large` |" in text and "optim='sgd', learning_rate=1" in text  # presets with their recipes
     assert "| `cell_type` | `str` | `'lstm'` |" in text  # fields with types, defaults and ranges
-    assert "| `hidden_dropout_prob` | `float \\| int` | `0.0` | [0, 1) |" in text
+    assert "| `hidden_dropout_prob` | `float | int` | `0.0` | [0, 1) |" in text
     assert "decoder-only: `decoder_with_past.onnx`" in text  # export support read from the export code
     assert "the cache is the model's state" in text
     assert any("has no prose" in problem for problem in page.problems)  # a build fails until a person writes it

@@ -94,7 +94,14 @@ def config_fields(config_class: type) -> list[tuple[str, str, Any, str, str]]:
 
 
 def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """``text`` for a table cell (a ``|`` inside backticks needs no escape: the table reads code spans whole)."""
+    return str(text).replace("\n", " ")
+
+
+def _plain(text: str) -> str:
+    """A docstring's reST roles and literals as markdown code: ``:mod:`x``` and ````x```` become ```x```."""
+    text = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", text)
+    return re.sub(r"``([^`]+)``", r"`\1`", text).replace("|", "\\|")
 
 
 def config_section(family) -> list[str]:
@@ -105,7 +112,7 @@ def config_section(family) -> list[str]:
              "`ConfigValidationError` naming the class, the field, the value and what is allowed.", "",
              "| Field | Type | Default | Allowed | Description |", "|---|---|---|---|---|"]
     for name, kind, default, allowed, text in config_fields(cls):
-        lines.append(f"| `{name}` | `{_cell(kind)}` | `{_cell(repr(default))}` | {allowed} | {_cell(text)} |")
+        lines.append(f"| `{name}` | `{_cell(kind)}` | `{_cell(repr(default))}` | {allowed} | {_plain(_cell(text))} |")
     return lines + [""]
 
 
@@ -166,10 +173,10 @@ def behaviour_section(family, generative: list[type]) -> list[str]:
     else:
         lines.append("- No head generates: the family's models score or label their input.")
     facts = [("is_encoder_decoder", "encoder-decoder: `decoder_input_ids`, `encoder_outputs`"),
-             ("inputs_embeds", "`inputs_embeds` instead of ids"),
+             ("inputs_embeds", "`forward(inputs_embeds=...)` takes vectors instead of ids"),
              ("sdpa", "`attn_implementation` = `eager` or `sdpa`"),
              ("tied_embeddings", "`tie_word_embeddings` ties the output layer to the input embeddings"),
-             ("gradient_checkpointing", "`gradient_checkpointing_enable()`"),
+             ("gradient_checkpointing", "`gradient_checkpointing_enable()` recomputes the layers in the backward pass"),
              ("mask_removes_tokens", "a 0 in `attention_mask` gives the result of deleting that token")]
     lines += [f"- {text}." for name, text in facts if getattr(caps, name)]
     lines += ["- Export: every head with `hf_seqmodels.export.export_model` (`torch.export` or ONNX, checked "
@@ -180,7 +187,8 @@ def behaviour_section(family, generative: list[type]) -> list[str]:
 
 # ------------------------------------------------------------------------------------------ presets ----
 def _recipe_text(recipe: dict) -> str:
-    return ", ".join(f"{key}={value!r}" for key, value in recipe.items())
+    return ", ".join(f"{key}={value:g}" if isinstance(value, float) else f"{key}={value!r}"
+                     for key, value in recipe.items())
 
 
 def presets_section(family) -> list[str]:

@@ -25,6 +25,9 @@ API_MODULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("tokenization", "Tokenization", ("hf_seqmodels.tokenization",)),
     ("embeddings", "Word embeddings", ("hf_seqmodels.embeddings",)),
     ("ngram", "n-gram language model", ("hf_seqmodels.ngram",)),
+    ("building-blocks", "Building blocks", tuple(f"hf_seqmodels.models.{name}" for name in (
+        "recurrent_stack", "recurrent_cells", "tree_lstm", "crf", "rnn_attention", "multi_head_attention",
+        "positional_encoding", "state_cache"))),
 )
 #: of an entry-point module, only these are documented (the rest serves them)
 ENTRY_POINT_NAMES = ("main", "parse_arguments", "build_parser")

@@ -115,6 +115,16 @@ def test_results_come_from_the_model_cards_of_the_family(tmp_path):
     assert family_pages.results_section(registry.family_named("bert"), cards_dir=tmp_path) == ([], {})
 
 
+def test_tutorial_scripts_join_the_nav_and_are_executed_strictly(tmp_path):
+    (tmp_path / "tutorials").mkdir()
+    (tmp_path / "tutorials" / "02_second.py").write_text("# %% [markdown]\n# # 2. The second one\n")
+    (tmp_path / "tutorials" / "01_first_steps.py").write_text("# %%\nprint(1)\n")
+    assert mkdocs_hooks.generated_nav(tmp_path)["Tutorials"] == [{"First steps": "tutorials/01_first_steps.py"},
+                                                                 {"2. The second one": "tutorials/02_second.py"}]
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    assert 'include: ["tutorials/*.py"]' in config and "execute: true" in config and "allow_errors: false" in config
+
+
 # ---------------------------------------------------------------------------------------------------- API ----
 def test_every_public_class_and_function_has_a_docstring():
     assert api_pages.undocumented() == []

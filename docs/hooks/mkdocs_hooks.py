@@ -32,15 +32,23 @@ def _families():
     return FAMILY_DESCRIPTIONS
 
 
+def tutorial_title(path: Path) -> str:
+    """The first markdown heading of a jupytext percent script (``# # Title``), else its file name."""
+    import re
+
+    found = re.search(r"^# #\s+(.+)$", path.read_text(encoding="utf-8"), flags=re.M)
+    return found.group(1).strip() if found else path.stem.split("_", 1)[-1].replace("_", " ").capitalize()
+
+
 def generated_nav(docs_dir: Path) -> dict[str, list]:
+    """The nav sections written from the code: the family pages, the API pages and the tutorial scripts."""
     tutorials = sorted((docs_dir / "tutorials").glob("[0-9]*.py"))
     return {
         "Models": [{"Overview": "models/index.md"}]
         + [{family_pages.family_title(f).split(" (")[0]: family_pages.page_path(f)} for f in _families()],
         "API reference": [{"Overview": "api/index.md"}] + [{title: f"api/{page}.md"}
                                                            for page, title, _ in api_pages.API_MODULES],
-        "Tutorials": [{path.stem.split("_", 1)[-1].replace("_", " ").capitalize(): f"tutorials/{path.name}"}
-                      for path in tutorials],
+        "Tutorials": [{tutorial_title(path): f"tutorials/{path.name}"} for path in tutorials],
     }
 
 

@@ -228,17 +228,13 @@ def usage_example(family) -> str:
     if family.capabilities.is_encoder_decoder:
         lines += ["source = torch.tensor([[17, 42, 9, 3]])  # source ids ending with <eos>",
                   "print(model.generate(source, num_beams=2, max_new_tokens=8).shape)"]
-    elif head(config_for_example(family)).can_generate():
+    elif head(cls.from_preset("tiny")).can_generate():
         lines += ["prompt = torch.tensor([[2, 17, 42, 9]])",
                   "print(model.generate(prompt, max_new_tokens=8, do_sample=False).shape)"]
     else:
         lines += ["output = model(input_ids=torch.tensor([[2, 17, 42, 9, 3]]))",
                   "print({name: tuple(value.shape) for name, value in output.items() if torch.is_tensor(value)})"]
     return "\n".join(lines) + "\n"
-
-
-def config_for_example(family):
-    return family.config_class.from_preset("tiny")
 
 
 def run_example(code: str) -> str:

@@ -187,7 +187,8 @@ def test_site_link_check_finds_missing_pages_and_anchors(tmp_path):
     (tmp_path / "a" / "index.html").write_text('<h2 id="here">x</h2><a href="#here">ok</a><a href="../b/#there">'
                                                'ok</a><a href="../b/#nowhere">bad</a><a href="../c/">gone</a>')
     (tmp_path / "b").mkdir()
-    (tmp_path / "b" / "index.html").write_text('<p id="there"></p><a href="https://example.org">web</a>')
+    (tmp_path / "b" / "index.html").write_text('<p id="there"></p><a href="https://example.org">web</a>'
+                                               '<img src="data:image/png;base64,iVBORw0KGgo=">')
     assert link_check.site_problems(tmp_path) == ["/a/index.html: '../b/#nowhere' points to a missing anchor",
                                                   "/a/index.html: '../c/' points to a missing file"]
 

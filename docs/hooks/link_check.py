@@ -58,6 +58,8 @@ def site_problems(site_dir: str | Path) -> list[str]:
         page_url = "/" + path.relative_to(site).as_posix()
         for link in parser.links:
             parsed = urlparse(link)
+            if parsed.scheme == "data":  # an inline image (the tutorials' figures)
+                continue
             if parsed.scheme:
                 if parsed.scheme not in EXTERNAL or not well_formed_web_address(link):
                     problems.append(f"{page_url}: malformed address {link!r}")

@@ -96,9 +96,13 @@ def course_map_page(path: Path = MAP_FILE) -> str:
              "the pages and the code that implement it, and the tests that check its equations. The build fails "
              "if any page, symbol or test named here does not exist (`docs/course_map.yml`).", "",
              "| Topic | Notes | Pages | Code | Tests |", "|---|---|---|---|---|"]
+    import api_pages
+
+    documented = {path for entries_ in api_pages.surface().values() for path, _ in entries_}
     for entry in entries(path):
         pages = ", ".join(f"[{page.removesuffix('.md')}]({page})" for page in entry["pages"])
-        code = "<br>".join(f"`{dotted}`" for dotted in entry["code"])
+        code = "<br>".join(f"[`{dotted}`][{dotted}]" if dotted in documented else f"`{dotted}`"
+                           for dotted in entry["code"])
         tests = "<br>".join(f"`{node}`" for node in entry["tests"])
         notes = "<br>".join(entry["notes"])
         lines.append(f"| {entry['topic']} | {notes} | {pages} | {code} | {tests} |")

@@ -100,8 +100,9 @@ def _cell(text: Any) -> str:
 
 def _plain(text: str) -> str:
     """A docstring's reST roles and literals as markdown code: ``:mod:`x``` and ````x```` become ```x```."""
-    text = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", text)
-    return re.sub(r"``([^`]+)``", r"`\1`", text).replace("|", "\\|")
+    text = re.sub(r"``([^`]+)``", r"`\1`", re.sub(r":\w+:`~?([^`]+)`", r"`\1`", text))
+    parts = re.split(r"(`[^`]*`)", text)  # a `|` outside code would end the cell; inside it is read as it is
+    return "".join(part if i % 2 else part.replace("|", "\\|") for i, part in enumerate(parts))
 
 
 def config_section(family) -> list[str]:
@@ -178,7 +179,7 @@ def behaviour_section(family, generative: list[type]) -> list[str]:
              ("tied_embeddings", "`tie_word_embeddings` ties the output layer to the input embeddings"),
              ("gradient_checkpointing", "`gradient_checkpointing_enable()` recomputes the layers in the backward pass"),
              ("mask_removes_tokens", "a 0 in `attention_mask` gives the result of deleting that token")]
-    lines += [f"- {text}." for name, text in facts if getattr(caps, name)]
+    lines += [f"- {text[0].upper()}{text[1:]}." for name, text in facts if getattr(caps, name)]
     lines += ["- Export: every head with `hf_seqmodels.export.export_model` (`torch.export` or ONNX, checked "
               "against eager mode); the generative heads also get the decoding graphs named in the table above, "
               "which `OnnxGenerator` runs with onnxruntime alone. See [Export](../export.md).", ""]

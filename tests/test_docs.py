@@ -125,6 +125,16 @@ def test_tutorial_scripts_join_the_nav_and_are_executed_strictly(tmp_path):
     assert 'include: ["tutorials/*.py"]' in config and "execute: true" in config and "allow_errors: false" in config
 
 
+def test_a_tutorial_toc_points_at_the_ids_of_its_headings():
+    from mkdocs.structure.toc import AnchorLink
+
+    top, sub = AnchorLink("4. BERT, then `Trainer`", "4-bert-then", 1), AnchorLink("Data", "data", 2)
+    top.children.append(sub)
+    html = '<h1 id="4-bert-then-trainer">4. BERT</h1><p id="x"></p><h2 id="data">Data</h2>'
+    mkdocs_hooks.align_toc([top], html)
+    assert (top.url, sub.url) == ("#4-bert-then-trainer", "#data")
+
+
 # ---------------------------------------------------------------------------------------------------- API ----
 def test_every_public_class_and_function_has_a_docstring():
     assert api_pages.undocumented() == []

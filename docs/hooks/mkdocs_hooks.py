@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
@@ -103,6 +104,38 @@ def on_files(files, config):
     if problems:
         raise PluginError("documentation problems:\n" + "\n".join(problems))
     return files
+
+
+class _HeadingIds(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.ids: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("h1", "h2", "h3", "h4", "h5", "h6") and dict(attrs).get("id"):
+            self.ids.append(dict(attrs)["id"])
+
+
+def align_toc(toc, html: str) -> None:
+    """Point a tutorial's table of contents at the ids nbconvert gave its headings. mkdocs-jupyter slugs the
+    headings itself, and its slugs lose the code of a heading (``with `Trainer` `` gives ``...-with``), so their
+    links would miss; the entries and the headings come in the same order, so the n-th entry takes the n-th id."""
+    parser = _HeadingIds()
+    parser.feed(html)
+    entries, stack = [], list(reversed(list(toc)))
+    while stack:
+        entry = stack.pop()
+        entries.append(entry)
+        stack.extend(reversed(list(entry.children)))
+    if len(entries) == len(parser.ids):
+        for entry, heading_id in zip(entries, parser.ids, strict=True):
+            entry.id = heading_id
+
+
+def on_page_content(html, page, config, files):
+    if page.file.src_uri.startswith("tutorials/") and page.file.src_uri.endswith(".py"):
+        align_toc(page.toc, html)
+    return html
 
 
 def on_post_build(config):

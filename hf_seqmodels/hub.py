@@ -675,6 +675,7 @@ def stage_push_folder(folder: str | Path, target: str | Path, link: bool = False
 
 
 def format_file_list(files: list[tuple[str, int]]) -> str:
+    """``files`` (``(name, size)`` pairs) as aligned lines of sizes and names, with a total."""
     rows = [f"{size:>12,}  {name}" for name, size in files]
     return "\n".join([*rows, f"{sum(size for _, size in files):>12,}  total ({len(files)} files)"])
 

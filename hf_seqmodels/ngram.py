@@ -188,10 +188,12 @@ class NGramConfig(PresetMixin):
         return dataclasses.replace(self, vocab_size=len(tokenizer), **fields)
 
     def to_dict(self) -> dict[str, Any]:
+        """The config as the contents of ``config.json`` (with ``model_type``)."""
         return {"model_type": MODEL_TYPE, **dataclasses.asdict(self)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NGramConfig:
+        """The config of ``config.json`` contents; errors name an unknown field or another ``model_type``."""
         data = dict(data)
         model_type = data.pop("model_type", None)
         if model_type != MODEL_TYPE:
@@ -218,9 +220,11 @@ class NGramCounts:
     ngram_counts: dict[int, np.ndarray]
 
     def num_contexts(self, length: int) -> int:
+        """The number of distinct contexts of ``length`` tokens (1 for the empty context)."""
         return 1 if length == 0 else len(self.context_keys[length])
 
     def to_arrays(self) -> dict[str, np.ndarray]:
+        """The counts as named arrays, the contents of ``ngram_counts.safetensors``."""
         arrays = {f"context_keys.{j}": keys for j, keys in self.context_keys.items()}
         arrays.update({f"ngram_keys.{k}": keys for k, keys in self.ngram_keys.items()})
         arrays.update({f"ngram_counts.{k}": counts for k, counts in self.ngram_counts.items()})
@@ -228,6 +232,7 @@ class NGramCounts:
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], order: int, vocab_size: int) -> NGramCounts:
+        """The counts of :meth:`to_arrays`'s arrays; errors name a missing or malformed array."""
         expected = [f"context_keys.{j}" for j in range(1, order)]
         expected += [f"{name}.{k}" for k in range(1, order + 1) for name in ("ngram_keys", "ngram_counts")]
         missing = [name for name in expected if name not in arrays]
@@ -315,6 +320,7 @@ class NGramLanguageModel:
 
     @classmethod
     def from_preset(cls, name: str, **overrides: Any) -> NGramLanguageModel:
+        """An unfitted model of the preset ``name``; keyword arguments override single fields."""
         return cls(NGramConfig.from_preset(name, **overrides))
 
     def __repr__(self) -> str:

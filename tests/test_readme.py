@@ -1,9 +1,10 @@
-"""The README runs as written on a fresh clone.
+"""The README and the documentation's topic pages run as written on a fresh clone.
 
+The documents are :data:`DOCUMENTS`: the README, then the pages of ``docs/`` that took over its usage sections.
 Python: every ```python block runs on its own, in a fresh Python and an empty temporary folder, so each block
 carries its own imports and data.
 
-Commands: the ```bash blocks run in order, in one temporary folder laid out like a fresh clone (the repository's
+Commands: the ```bash blocks run in order (document by document), in one temporary folder laid out like a fresh clone (the repository's
 tracked top-level files and folders linked in, nothing else), except
 - the two setup commands of "Two commands for a fresh machine" (CI runs the test command itself, and
   ``tests/test_demo.py`` runs the demo), and
@@ -32,6 +33,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+#: the documents whose code runs, in the order their commands run (training writes what export and push read)
+DOCUMENTS = [README] + [ROOT / "docs" / name for name in (
+    "usage.md", "tokenization.md", "training.md", "ngram.md", "embeddings.md", "distributed.md", "translation.md",
+    "bert.md", "hub.md", "export.md")]
 SKIP_MARK = re.compile(r"<!-- not run in tests: (?P<reason>[^>]*?) -->\s*$")
 
 _TRAINING = ["--max_steps", "2", "--warmup_steps", "0", "--per_device_train_batch_size", "4",
@@ -60,21 +65,35 @@ class Block:
     line: int          # of the opening fence
     heading: str       # the section it belongs to
     skip_reason: str | None
+    document: str = "README.md"
+
+    @property
+    def where(self) -> str:
+        return f"{self.document} line {self.line}"
 
 
-def readme_blocks(language: str, text: str | None = None) -> list[Block]:
-    """The README's fenced blocks of ``language``, in order."""
-    text = README.read_text(encoding="utf-8") if text is None else text
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", flags=re.S | re.M)
+
+
+def readme_blocks(language: str, text: str | None = None, document: Path = README) -> list[Block]:
+    """The fenced blocks of ``language`` of ``document`` (or of ``text``), in order."""
+    text = document.read_text(encoding="utf-8") if text is None else text
+    name = document.relative_to(ROOT).as_posix()
     blocks = []
-    for match in re.finditer(r"^```(\w*)\n(.*?)^```$", text, flags=re.S | re.M):
+    for match in FENCE.finditer(text):
         if match.group(1) != language:
             continue
         before = text[:match.start()]
-        headings = re.findall(r"^#+ (.+)$", before, flags=re.M)
+        headings = re.findall(r"^#+ (.+)$", FENCE.sub("", before), flags=re.M)
         mark = SKIP_MARK.search(before.rstrip() + "\n")
         blocks.append(Block(language, match.group(2), before.count("\n") + 1, headings[-1] if headings else "",
-                            mark.group("reason") if mark else None))
+                            mark.group("reason") if mark else None, name))
     return blocks
+
+
+def document_blocks(language: str) -> list[Block]:
+    """The blocks of ``language`` of every document of :data:`DOCUMENTS`, in order."""
+    return [block for document in DOCUMENTS for block in readme_blocks(language, document=document)]
 
 
 def commands(block: Block) -> list[list[str]]:
@@ -108,7 +127,7 @@ def output_folder(tokens: list[str]) -> str | None:
 
 
 def run_commands() -> list[tuple[Block, list[str]]]:
-    return [(block, tokens) for block in readme_blocks("bash") if block.skip_reason is None
+    return [(block, tokens) for block in document_blocks("bash") if block.skip_reason is None
             for tokens in commands(block) if not " ".join(tokens).startswith(SETUP)]
 
 
@@ -146,9 +165,9 @@ def test_every_command_is_run_or_says_why_not():
     run = run_commands()
     for block, tokens in run:
         line = " ".join(tokens)
-        assert "..." not in tokens and "../shared" not in line, (block.line, line)
-    for block in readme_blocks("bash"):
-        assert block.skip_reason is None or block.skip_reason.strip(), block.line
+        assert "..." not in tokens and "../shared" not in line, (block.where, line)
+    for block in document_blocks("bash"):
+        assert block.skip_reason is None or block.skip_reason.strip(), block.where
     # the runs cover every kind of command a fresh clone can run from the README
     ran = {script_of(tokens) or tokens[0] + " " + tokens[1] for _, tokens in run}
     assert {"training/train_lm.py", "training/train_ngram.py", "training/train_embeddings.py",
@@ -168,7 +187,7 @@ def test_tiny_rule_replaces_the_preset_and_appends_the_script_flags():
 def test_readme_commands_kept_out_of_the_runs_parse():
     """A command kept out of the runs (its data is missing) still names only flags and values its script takes."""
     checked = 0
-    for block in readme_blocks("bash"):
+    for block in document_blocks("bash"):
         if block.skip_reason is None:
             continue
         for tokens in commands(block):
@@ -194,30 +213,36 @@ def _shared_folder(out: str, folder: Path):
 
 
 #: what a block's run must show beyond its exit status, by the heading of its section
+def _tour_output(out: str, folder: Path):
+    assert "cell_type" in out and "'lstn'" in out, out  # the config error names the field and the value
+    assert (folder / "my-gru-lm" / "model.safetensors").exists()
+
+
 CHECKS = {"Tokenizers": _tokenizer_output, "Fine-tuning a classifier with `Trainer`": _accuracy_beats_chance,
-          "Sharing": _shared_folder}
+          "Sharing on the Hub": _shared_folder, "A tour": _tour_output}
 
 
 def test_every_python_block_has_a_test_id_and_the_checks_find_their_blocks():
-    blocks = readme_blocks("python")
-    assert len(blocks) >= 8
+    blocks = document_blocks("python")
+    assert len(blocks) >= 9 and readme_blocks("python")
     assert set(CHECKS) <= {block.heading for block in blocks}
 
 
 #: sections whose block takes over 20 s (the ONNX export and its parity checks)
-SLOW = {"Deploy"}
+SLOW = {"Export and deployment"}
 
 
 @pytest.mark.parametrize("block", [
-    pytest.param(block, marks=[pytest.mark.slow] if block.heading in SLOW else [], id=f"line{block.line}-{block.heading[:30]}")
-    for block in readme_blocks("python")])
+    pytest.param(block, marks=[pytest.mark.slow] if block.heading in SLOW else [],
+                 id=f"{Path(block.document).stem}-line{block.line}-{block.heading[:30]}")
+    for block in document_blocks("python")])
 def test_readme_python_block_runs_on_its_own(block, tmp_path):
     started = time.perf_counter()
     result = subprocess.run([sys.executable, "-c", block.body], cwd=tmp_path, env=environment(),
                             capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, f"README line {block.line}:\n{result.stderr[-4000:]}"
+    assert result.returncode == 0, f"{block.where}:\n{result.stderr[-4000:]}"
     CHECKS.get(block.heading, lambda out, folder: None)(result.stdout, tmp_path)
-    print(f"README line {block.line} ({block.heading}): {time.perf_counter() - started:.1f} s")
+    print(f"{block.where} ({block.heading}): {time.perf_counter() - started:.1f} s")
 
 
 # --------------------------------------------------------------------------------------------------- commands ----
@@ -230,7 +255,7 @@ def test_readme_commands_run_at_tiny_sizes(tmp_path):
         started = time.perf_counter()
         result = subprocess.run(command, cwd=clone, env=env, capture_output=True, text=True, timeout=600)
         shown = shlex.join(command)
-        assert result.returncode == 0, f"README line {block.line}: {shown}\n{result.stderr[-4000:]}"
+        assert result.returncode == 0, f"{block.where}: {shown}\n{result.stderr[-4000:]}"
         folder = output_folder(command)
         assert folder is None or (clone / folder).is_dir(), f"{shown} wrote no {folder}"
-        print(f"README line {block.line}: {time.perf_counter() - started:.1f} s  {shown}")
+        print(f"{block.where}: {time.perf_counter() - started:.1f} s  {shown}")

@@ -52,6 +52,7 @@ class CooccurrenceMatrix:
         return len(self.values)
 
     def to_dense(self) -> torch.Tensor:
+        """The ``(vocab_size, vocab_size)`` float64 matrix (small vocabularies only: the tests, the notes' examples)."""
         dense = torch.zeros(self.vocab_size, self.vocab_size, dtype=torch.float64)
         dense[torch.from_numpy(self.rows), torch.from_numpy(self.cols)] = torch.from_numpy(self.values)
         return dense

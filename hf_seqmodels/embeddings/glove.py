@@ -105,6 +105,7 @@ class GloVeTrainer:
                 "context_bias": self.context_bias}
 
     def train(self, cooccurrences: CooccurrenceMatrix, progress: bool = True) -> WordVectors:
+        """Run ``config.epochs`` epochs of AdaGrad over the non-zero entries of ``cooccurrences``; the vectors ``w + w~``."""
         cfg = self.config
         # the matrix's own arrays, not copied; log X and f(X) are computed per batch, so training adds only the
         # epoch's order (8 bytes per non-zero entry) to the matrix's 16
@@ -146,6 +147,7 @@ class GloVeTrainer:
         return float(0.5 * (f * diff * diff).sum())
 
     def word_vectors(self) -> WordVectors:
+        """The vectors trained so far, word plus context vectors (``w + w~``), with the vocabulary and the config."""
         metadata = {"method": "glove", **dataclasses.asdict(self.config),
                     "lowercase": self.vocab.lowercase, "tokenizer": self.vocab.tokenizer}
         return WordVectors(self.vocab.words, self.word + self.context, counts=self.vocab.counts.tolist(),

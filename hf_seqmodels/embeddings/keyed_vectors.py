@@ -137,6 +137,7 @@ class WordVectors:
         return self.vectors.shape[1]
 
     def index(self, word: str) -> int:
+        """The row of ``word``; KeyError naming the word and the vocabulary size if it has none."""
         try:
             return self.word_to_index[word]
         except KeyError:
@@ -317,6 +318,7 @@ class WordVectors:
 
     @classmethod
     def load(cls, folder: str | Path) -> WordVectors:
+        """The vectors :meth:`save` wrote to ``folder`` (``vectors.safetensors`` and ``vocab.json``)."""
         folder = Path(folder)
         for name in (VECTORS_FILE, VOCAB_FILE):
             if not (folder / name).is_file():

@@ -60,6 +60,7 @@ class EncodedCorpus:
         return np.repeat(np.arange(self.num_sentences), np.diff(self.offsets))
 
     def longest_sentence(self) -> int:
+        """The number of words of the longest sentence."""
         return int(np.diff(self.offsets).max(initial=0))
 
 
@@ -95,6 +96,7 @@ class Vocabulary:
     # ------------------------------------------------------------------------------------------
 
     def tokenize(self, line: str) -> list[str]:
+        """The words of ``line``, split (and lowercased) as the vocabulary was counted."""
         if self._normalizer is not None:
             line = self._normalizer.normalize_str(line)
         if self._pre_tokenizer is None:
@@ -205,6 +207,7 @@ class Vocabulary:
         return weights / weights.sum()
 
     def to_dict(self) -> dict:
+        """The vocabulary as JSON-ready data: words, counts and how words were split."""
         return {"words": self.words, "counts": self.counts.tolist(), "lowercase": self.lowercase,
                 "tokenizer": self.tokenizer}
 

@@ -84,6 +84,7 @@ class BertConfig(PresetMixin, PreTrainedConfig):
     tie_word_embeddings: bool = True
 
     def validate_bert(self):
+        """Sizes are positive and ``hidden_size`` divides into ``num_attention_heads`` heads."""
         for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                       "max_position_embeddings", "type_vocab_size", "initializer_range", "layer_norm_eps"):
             check_positive(field, getattr(self, field))

@@ -104,6 +104,7 @@ class BiLSTMCRFConfig(PresetMixin, PreTrainedConfig):
         check_char_encoder_fields(self)
 
     def validate_labels(self):
+        """``crf_constraints`` is a known choice, needs a CRF, and with ``"BIO"`` every label is a BIO tag."""
         check_choice("crf_constraints", self.crf_constraints, (None, AUTO_CONSTRAINTS, *CRF_CONSTRAINTS))
         if self.crf_constraints not in (None, AUTO_CONSTRAINTS) and not self.use_crf:
             raise invalid("crf_constraints", self.crf_constraints, "None when use_crf=False (no CRF to constrain)")

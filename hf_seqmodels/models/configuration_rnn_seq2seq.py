@@ -137,9 +137,11 @@ class RNNSeq2SeqConfig(PresetMixin, PreTrainedConfig):
             check_token_id("eos_token_id", eos, self.vocab_size)
 
     def validate_source_vocabulary(self):
+        """A separate source vocabulary (``source_vocab_size``) excludes shared encoder-decoder embeddings."""
         validate_source_vocabulary(self)
 
     def validate_attention(self):
+        """The attention score fits the state sizes, input feeding has a Luong attention, and the decoder sees the source."""
         if self.attention_score == "dot" and self.memory_size != self.hidden_size:
             raise invalid("attention_score", "dot", f"'general' or 'additive' when the encoder memory size "
                           f"({self.memory_size}) differs from hidden_size ({self.hidden_size})")
@@ -150,6 +152,7 @@ class RNNSeq2SeqConfig(PresetMixin, PreTrainedConfig):
                           "would never see the source)")
 
     def validate_bridge(self):
+        """``bridge="copy"`` only between stacks of the same layers, state size and cell-state kind."""
         if self.bridge != "copy":
             return
         same_family = has_cell_state(self.encoder_cell_type) == has_cell_state(self.decoder_cell_type)

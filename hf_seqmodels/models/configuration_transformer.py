@@ -148,10 +148,12 @@ class TransformerConfig(TransformerConfigBase):
         super().__post_init__(**kwargs)
 
     def validate_encoder(self):
+        """The encoder stack's sizes are valid and ``decoder_start_token_id`` lies in the vocabulary."""
         self.check_stack("encoder", self.encoder_layers, self.encoder_attention_heads, self.encoder_ffn_dim)
         check_token_id("decoder_start_token_id", self.decoder_start_token_id, self.vocab_size)
 
     def validate_source_vocabulary(self):
+        """A separate source vocabulary (``source_vocab_size``) excludes shared encoder-decoder embeddings."""
         validate_source_vocabulary(self)
 
 

@@ -353,6 +353,7 @@ class BertForPreTraining(BertPreTrainedModel):
         self.post_init()
 
     def get_output_embeddings(self):
+        """The masked-LM decoder (tied to the word embeddings unless ``tie_word_embeddings=False``)."""
         return self.mlm_head.decoder
 
     def set_output_embeddings(self, new_embeddings):
@@ -408,6 +409,7 @@ class BertForMaskedLM(BertPreTrainedModel):
         self.post_init()
 
     def get_output_embeddings(self):
+        """The masked-LM decoder (tied to the word embeddings unless ``tie_word_embeddings=False``)."""
         return self.mlm_head.decoder
 
     def set_output_embeddings(self, new_embeddings):

@@ -174,6 +174,7 @@ class NNLMForCausalLM(NNLMPreTrainedModel, StatefulGenerationMixin):
         self.nnlm.embed_tokens = value
 
     def get_output_embeddings(self):
+        """The output layer ``U`` (and ``b``): hidden state to vocabulary scores."""
         return self.lm_head
 
     def set_output_embeddings(self, new_embeddings):

@@ -244,6 +244,7 @@ class RNNForCausalLM(RNNPreTrainedModel, StatefulGenerationMixin):
         self.post_init()
 
     def get_output_embeddings(self):
+        """The output layer: hidden state (or its projection) to vocabulary scores."""
         return self.lm_head
 
     def set_output_embeddings(self, new_embeddings):

@@ -303,9 +303,11 @@ class RNNSeq2SeqModel(SourceVocabularyMixin, RNNSeq2SeqPreTrainedModel):
         self.encoder.embed_tokens = value
 
     def get_decoder_input_embeddings(self):
+        """The decoder's token embeddings (the encoder's when they are shared)."""
         return self.decoder.embed_tokens
 
     def set_decoder_input_embeddings(self, value):
+        """Replace the decoder's token embeddings."""
         self.decoder.embed_tokens = value
 
     def get_encoder(self, modality=None):
@@ -417,12 +419,15 @@ class RNNSeq2SeqForConditionalGeneration(SourceVocabularyMixin, RNNSeq2SeqPreTra
         return self.model.encoder
 
     def get_decoder_input_embeddings(self):
+        """The decoder's token embeddings (the encoder's when they are shared)."""
         return self.model.get_decoder_input_embeddings()
 
     def set_decoder_input_embeddings(self, value):
+        """Replace the decoder's token embeddings."""
         self.model.set_decoder_input_embeddings(value)
 
     def get_output_embeddings(self):
+        """The output layer: decoder state to target vocabulary scores."""
         return self.lm_head
 
     def set_output_embeddings(self, new_embeddings):

@@ -363,9 +363,11 @@ class TransformerModel(SourceVocabularyMixin, TransformerPreTrainedModel):
             self.decoder.embeddings.embed_tokens = value
 
     def get_decoder_input_embeddings(self):
+        """The decoder's token embeddings (the encoder's when they are shared)."""
         return self.decoder.embeddings.embed_tokens
 
     def set_decoder_input_embeddings(self, value):
+        """Replace the decoder's token embeddings."""
         self.decoder.embeddings.embed_tokens = value
         if self.config.share_encoder_decoder_embeddings:
             self.encoder.embeddings.embed_tokens = value
@@ -445,18 +447,22 @@ class TransformerForConditionalGeneration(SourceVocabularyMixin, TransformerPreT
         self.model.set_input_embeddings(value)
 
     def get_decoder_input_embeddings(self):
+        """The decoder's token embeddings (the encoder's when they are shared)."""
         return self.model.get_decoder_input_embeddings()
 
     def set_decoder_input_embeddings(self, value):
+        """Replace the decoder's token embeddings."""
         self.model.set_decoder_input_embeddings(value)
 
     def get_output_embeddings(self):
+        """The output layer: final hidden states to vocabulary scores."""
         return self.lm_head
 
     def set_output_embeddings(self, new_embeddings):
         self.lm_head = new_embeddings
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.LongTensor) -> torch.LongTensor:
+        """Teacher forcing's decoder input: ``labels`` shifted right behind ``decoder_start_token_id``."""
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
     @staticmethod
@@ -588,6 +594,7 @@ class TransformerForCausalLM(TransformerPreTrainedModel, GenerationMixin):
         self.model.set_input_embeddings(value)
 
     def get_output_embeddings(self):
+        """The output layer: final hidden states to vocabulary scores."""
         return self.lm_head
 
     def set_output_embeddings(self, new_embeddings):

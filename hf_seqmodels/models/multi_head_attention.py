@@ -290,9 +290,12 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(hidden_size, hidden_size, bias=bias)  # W^O
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, T, d)`` -> ``(B, H, T, d_k)``: one slice of the last dimension per head."""
         return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T, d_k)
 
     def keys_and_values(self, states, past_key_values, cross: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """The keys and values ``(B, H, S, d_k)`` of ``states``, appended to the layer's cache when there is one;
+        cross-attention projects the encoder output once, then reads the cache."""
         if isinstance(past_key_values, EncoderDecoderCache):
             if cross and past_key_values.is_updated.get(self.layer_idx):
                 layer = past_key_values.cross_attention_cache.layers[self.layer_idx]

@@ -107,6 +107,8 @@ class LearnedPositionalEmbedding(nn.Embedding):
 
 
 def build_positional_encoding(kind: str, hidden_size: int, max_positions: int) -> nn.Module:
+    """The position encoding of ``kind`` (``"sinusoidal"`` or ``"learned"``) for ``max_positions`` positions of
+    width ``hidden_size``."""
     if kind == "sinusoidal":
         return SinusoidalPositionalEncoding(hidden_size, max_positions=max_positions)
     if kind == "learned":

@@ -38,8 +38,9 @@ def train_on_main_process(output_dir: str | Path, train: Callable[[], Any], acce
         reuse: load the tokenizer already saved in ``output_dir`` (a resumed run) instead of training one.
 
     Raises:
-        the error of ``train()`` on the main process; on the other processes a ``RuntimeError`` saying that
-        the main process failed; ``FileNotFoundError`` when ``reuse`` finds no saved tokenizer.
+        Exception: the error of ``train()``, on the main process.
+        RuntimeError: on the other processes, saying that the main process failed.
+        FileNotFoundError: when ``reuse`` finds no saved tokenizer.
     """
     from transformers import AutoTokenizer
 

@@ -36,6 +36,7 @@ TEXT_FILE = "vectors.txt"
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``training/train_embeddings.py`` (``hf-seqmodels embeddings``)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--train_file", nargs="+", required=True, help="text file(s), one sentence per line")
     p.add_argument("--method", choices=METHODS, default="word2vec")
@@ -107,6 +108,7 @@ def train(args: argparse.Namespace):
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """Train word vectors from the command line ``argv`` and write them to ``--output_dir``."""
     args = build_parser().parse_args(argv)
     configure_logging()
     if args.num_threads is not None:

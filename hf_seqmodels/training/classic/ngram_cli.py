@@ -39,6 +39,7 @@ def _discount(raw: str) -> float | list[float] | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``training/train_ngram.py`` (``hf-seqmodels ngram``)."""
     parser = argparse.ArgumentParser(description="Fit an n-gram language model (add-k or interpolated Kneser–Ney) "
                                      "and report validation perplexity.",
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)

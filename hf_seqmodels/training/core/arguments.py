@@ -257,6 +257,7 @@ class EngineArguments:
         return dataclasses.replace(self, **filled)
 
     def to_dict(self) -> dict[str, Any]:
+        """The arguments as a plain dict, as the run records them and gives them to the experiment trackers."""
         return dataclasses.asdict(self)
 
 

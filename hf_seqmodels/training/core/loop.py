@@ -229,6 +229,7 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
             self.accelerator.log(numbers, step=record["step"])
 
     def evaluate(self) -> dict[str, float]:
+        """Evaluate the model now, log and record the metrics; returns them."""
         self.last_eval = self.evaluate_metrics(self.accelerator.unwrap_model(self.model))
         self.record({"step": self.state.global_step, "epoch": self._epoch_progress(),
                      **{k: v for k, v in self.last_eval.items() if k.startswith("eval_")}})
@@ -267,6 +268,7 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
         return None
 
     def write_curves(self) -> None:
+        """On the main process, write ``training_history.json`` and, unless ``--plot false``, the curves."""
         if self.accelerator.is_main_process:
             write_history(self.state.history, self.args.output_dir)
             if self.args.plot:
@@ -275,6 +277,7 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
 
     # ---- resuming and stopping
     def maybe_resume(self) -> None:
+        """Load the state of ``--resume_from_checkpoint`` (``latest``: the newest intact checkpoint) if given."""
         path = resolve_checkpoint(self.args.resume_from_checkpoint, self.args.output_dir)
         if path is None:
             if self.args.resume_from_checkpoint is not None:
@@ -329,6 +332,7 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
         raise TrainingInterrupted(signum, self.state.global_step, path)
 
     def done(self) -> bool:
+        """Whether the run has made all its updates."""
         return self.state.global_step >= self.total_steps
 
     # ---- the loop
@@ -365,6 +369,7 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
             self.save_checkpoint()
 
     def end_epoch(self) -> None:
+        """Close an epoch: count it, reset the carried state, evaluate and save when due."""
         self.state.epoch += 1
         self.state.window = 0
         self.carried = None  # every epoch starts from a fresh state
@@ -409,6 +414,7 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
         return self.results(train_seconds)
 
     def results(self, train_seconds: float) -> dict[str, Any]:
+        """The run's final figures: mean training loss, the last evaluation, steps, epochs and timing."""
         count = self.state.train_loss_count
         return {
             "train_loss": self.state.train_loss_sum / count if count else math.nan,

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 4. BERT: pretraining with MLM + NSP, then fine-tuning with `Trainer`
+# # 4. BERT: pretraining with MLM + NSP, then fine-tuning with the Trainer
 #
 # Devlin et al.'s recipe in two stages, both with transformers' `Trainer`:
 #

@@ -11,8 +11,19 @@ round in this one process. The script stops with exit status 1 if their tokens d
 Reported per model: milliseconds per generated token for each, and the ratio onnxruntime / eager (below 1:
 onnxruntime is faster). Informational, no target. ``--threads`` applies to torch and onnxruntime alike.
 
+Deployment section (``--deploy``, on by default): the LSTM LM and the Transformer LM, trained for
+``--train-steps`` steps on the embedded Tiny Shakespeare slice (characters; the last 10 % held out), and BERT
+sequence classification trained on a generated task (is the first token in the upper half of the vocabulary?), each run
+as eager float32, eager dynamic int8 (``torch.ao.quantization.quantize_dynamic``), ONNX float32 and ONNX
+dynamic int8 (``onnxruntime.quantization.quantize_dynamic``) in onnxruntime, and, when ``executorch`` is
+importable, as ExecuTorch programs (XNNPACK, batch 1) for the LMs. Reported against eager float32 in the same
+run: size (bytes of the weights or program files), forward time on the held-out batches (the ratio), quality
+(held-out perplexity or accuracy) and its change; for ExecuTorch, milliseconds per generated token against
+eager ``generate()`` at batch 1 (the greedy tokens are compared and their agreement printed).
+
     python -m benchmarks.bench_export
     python -m benchmarks.bench_export --new-tokens 128 --hidden-size 256 --threads 1 --json out.json
+    python -m benchmarks.bench_export --threads 1 --models --train-steps 100 --repeats 3  # deployment only
 """
 
 from __future__ import annotations
@@ -43,6 +54,7 @@ from .common import (
     setup,
     write_json,
 )
+from .export_deployment import DEPLOY_MODELS, run_deployment
 
 
 def parse_args() -> argparse.Namespace:
@@ -52,8 +64,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--num-layers", type=int, default=2)
     parser.add_argument("--prompt-length", type=int, default=8, help="prompt (LMs) or source (seq2seq) length")
     parser.add_argument("--new-tokens", type=int, default=64)
-    parser.add_argument("--models", nargs="+", default=["lstm_lm", "transformer_lm", "attention_seq2seq"],
-                        choices=["lstm_lm", "transformer_lm", "attention_seq2seq"])
+    parser.add_argument("--models", nargs="*", default=["lstm_lm", "transformer_lm", "attention_seq2seq"],
+                        choices=["lstm_lm", "transformer_lm", "attention_seq2seq"],
+                        help="models of the onnxruntime decoding comparison (none: skip it)")
+    parser.add_argument("--deploy", nargs="*", default=list(DEPLOY_MODELS), choices=list(DEPLOY_MODELS),
+                        help="models of the int8 / ExecuTorch deployment comparison (none: skip it)")
+    parser.add_argument("--train-steps", type=int, default=200, help="training steps before the deployment section")
+    parser.add_argument("--eval-batches", type=int, default=4, help="held-out batches of 8 rows for quality and time")
+    parser.add_argument("--no-executorch", action="store_true", help="leave the ExecuTorch rows out")
     add_common_args(parser)
     return parser.parse_args()
 
@@ -105,8 +123,10 @@ def main() -> int:
         rows.append([name, per_token["eager"], per_token["onnxruntime"], ratio])
         results[name] = {"ms_per_token": per_token, "ratio": ratio}
         ratios.append(report_ratio(f"{name}: time per token onnxruntime / eager (batch 1, {n} tokens)", ratio))
-    print_table(["model", "eager ms/token", "onnxruntime ms/token", "onnxruntime / eager"], rows)
-    write_json(args.json, {"args": vars(args), "results": results, "ratios": ratios})
+    if rows:
+        print_table(["model", "eager ms/token", "onnxruntime ms/token", "onnxruntime / eager"], rows)
+    deployment = run_deployment(args) if args.deploy else {}
+    write_json(args.json, {"args": vars(args), "results": results, "ratios": ratios, "deployment": deployment})
     return 0
 
 

@@ -93,30 +93,46 @@ def _push(args: argparse.Namespace) -> int:
 
 def _export_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "export", help="export a saved model with torch.export or to ONNX, checking parity with eager mode",
+        "export", help="export a saved model with torch.export, to ONNX or to ExecuTorch, checking parity with eager mode",
         description="Load a saved model folder, export its forward pass with dynamic batch and sequence "
         "dimensions (ONNX: also the decoding graphs of every generative head, for generation in onnxruntime), "
         "compare the exported program with eager PyTorch on inputs of another size, and write README.md beside it.",
     )
     p.add_argument("--model", required=True, help="a folder written by save_pretrained")
-    p.add_argument("--format", choices=["onnx", "torch"], default="onnx")
+    p.add_argument("--format", choices=["onnx", "torch", "executorch"], default="onnx",
+                   help="executorch: .pte programs (XNNPACK delegate, batch 1) of the decoding graphs or the forward")
+    p.add_argument("--quantize", choices=["int8"], default=None,
+                   help="with --format onnx: replace the ONNX files by their dynamic int8 versions (onnxruntime)")
     p.add_argument("--output", required=True, help="the folder to write (created if needed)")
 
 
 def _export(args: argparse.Namespace) -> int:
+    from .export.executorch_export import ExecuTorchUnavailable, require_executorch
     from .export.exporting import export_model, load_saved_model
+    from .export.quantization import quantize_onnx_export
 
+    quantized = None
     try:
+        if args.quantize and args.format != "onnx":
+            raise ValueError(f"--quantize {args.quantize} applies to --format onnx, not --format {args.format}.")
+        if args.format == "executorch":
+            require_executorch()  # before loading the model
         model = load_saved_model(args.model)
         result = export_model(model, args.output, format=args.format)
-    except (ValueError, OSError, AssertionError) as error:
+        if args.quantize:
+            quantized = quantize_onnx_export(model, result, args.quantize)
+    except (ValueError, OSError, AssertionError, ExecuTorchUnavailable) as error:
         print(f"error: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=sys.stderr)
         return 2
     print(f"Exported {result.model_class} to {result.path} (largest difference from eager: {result.parity:.2e})")
+    if quantized is not None:
+        print(f"Quantized to int8: {quantized.ratio:.2f} of the float32 bytes, largest difference from eager "
+              f"{quantized.parity:.2e} ({quantized.relative:.1%} of the outputs' largest magnitude)")
     if result.generation:
         same = "the same tokens as" if result.generation_parity else "NOT the same tokens as"
         names = ", ".join(path.name for path in result.generation.values())
-        print(f"Decoding graphs: {names}; greedy decoding in onnxruntime gave {same} eager generate()")
+        runtime = "executorch.runtime" if result.format == "executorch" else "onnxruntime"
+        print(f"Decoding graphs: {names}; greedy decoding in {runtime} gave {same} eager generate()")
     return 0 if result.generation_parity in (None, True) else 1
 
 

@@ -24,7 +24,7 @@ from .readme import write_readme
 from .recurrent_scan import scan_crf_recursions, scan_recurrent_stacks
 
 logger = logging.getLogger(__name__)
-FORMATS = ("onnx", "torch")
+FORMATS = ("onnx", "torch", "executorch")
 PARITY_TOLERANCE = 1e-4
 #: names of input dimensions in the README and the parity inputs
 DIM_NAMES = {("input_ids", 0): "batch", ("input_ids", -1): "sequence", ("decoder_input_ids", -1): "target_sequence",
@@ -214,7 +214,8 @@ def export_model(model: nn.Module, output_dir: str | Path, format: str = "onnx",
         model: a model of the package (put in ``eval()`` mode).
         output_dir: folder for ``model.onnx`` / ``model.pt2``, the step graphs and README.md.
         format: ``"onnx"`` (``torch.onnx.export(..., dynamo=True)``, checked in onnxruntime) or ``"torch"``
-            (``torch.export``, saved with ``torch.export.save``).
+            (``torch.export``, saved with ``torch.export.save``) or ``"executorch"`` (``.pte`` programs with the
+            XNNPACK delegate, fixed batch size 1: :func:`.executorch_export.export_executorch`).
         inputs: example forward inputs (default: the family's, batch 2, length 7).
         validate: compare outputs on inputs of another batch size and length (:func:`parity_inputs`); a
             difference above ``atol`` raises an AssertionError.
@@ -226,6 +227,10 @@ def export_model(model: nn.Module, output_dir: str | Path, format: str = "onnx",
     """
     if format not in FORMATS:
         raise ValueError(f"Invalid `format`={format!r}: expected one of {', '.join(FORMATS)}.")
+    if format == "executorch":
+        from .executorch_export import export_executorch
+
+        return export_executorch(model, output_dir, inputs=inputs, validate=validate, atol=atol)
     model.eval()
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)

@@ -74,7 +74,8 @@ def _run_direction(rnn, cell_type, layer: int, reverse: bool, inputs, state, mas
     if reverse:
         xs = tuple(x.flip(0) for x in xs)
     w_peephole = getattr(rnn, "weight_peephole" + suffix, None)  # (3H, H): the peephole LSTM's only
-    final, outputs = scan(_cell_step(cell_type, w_hh, b_hh, w_peephole), tuple(state), xs)  # outputs (T, B, H)
+    state = tuple(s.clone(memory_format=torch.contiguous_format) for s in state)  # the carry's strides, at B = 1 too
+    final, outputs = scan(_cell_step(cell_type, w_hh, b_hh, w_peephole), state, xs)  # outputs (T, B, H)
     if reverse:
         outputs = outputs.flip(0)
     return outputs.transpose(0, 1), tuple(final)

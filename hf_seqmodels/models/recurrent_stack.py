@@ -15,10 +15,10 @@ layers one at a time through the same parameters (``torch.func.functional_call``
 built on the meta device), so the state-dict keys of the fused module stay unchanged and the outputs are
 tensors of the graph.
 
-Under ``torch.compile`` the results are the same as in eager mode. The graph breaks are: the fused
-``nn.RNN``/``nn.LSTM``/``nn.GRU`` kernels (dynamo runs them outside the graph unless
-``torch._dynamo.config.allow_rnn``), and, with a padding mask, ``pack_padded_sequence``, whose lengths must
-be on the CPU. The peephole LSTM's loop is traced (unrolled over time steps).
+In inference mode under ``torch.export`` (and ONNX export) and ``torch.compile`` the stack runs the same
+equations as a scan over time (:mod:`recurrent_scan`): the sequence length stays symbolic and padding needs no
+packed sequences, whose sizes depend on the data. A compiled training forward keeps the fused kernels, which
+dynamo runs outside the graph (graph breaks, as ``pack_padded_sequence`` with a padding mask).
 
 Equations (course notes, ``[h; x]`` concatenation written as two matrices as torch stores them)::
 
@@ -48,6 +48,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 
 from .input_checks import is_tracing
 from .recurrent_cells import LOOPED_CELLS
+from .recurrent_scan import scan_stack, traced_as_scan
 
 FUSED_CELL_TYPES = ("rnn_tanh", "rnn_relu", "lstm", "gru")
 CELL_TYPES = FUSED_CELL_TYPES + tuple(LOOPED_CELLS)
@@ -199,6 +200,10 @@ class RecurrentStack(nn.Module):
         """:meth:`forward` on flat arguments: ``(outputs, *final_state, *layer_outputs)``, the state in torch's
         layout ``(L * D, batch, hidden)``."""
         torch_state = tuple(s.transpose(0, 1).contiguous() for s in state)  # torch keeps the layer axis first
+        if traced_as_scan(self):  # exported or compiled: a scan over time, symbolic length and padding
+            outputs, final, layers = scan_stack(self.rnn, self.cell_type, self.num_layers, self.num_directions,
+                                                inputs, torch_state, mask)
+            return (outputs, *final, *(layers if output_layers else ()))
         if not output_layers:
             outputs, final = self._run_module(self.rnn, inputs, torch_state, mask)
             return (outputs, *final)

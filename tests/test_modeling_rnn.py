@@ -485,12 +485,14 @@ def test_missing_weights_are_initialised_and_reported(tmp_path, device_map):
 
 
 def test_torch_compile_gives_the_eager_results():
-    """The fused kernels are graph breaks (recurrent_stack's docstring); the results must not change."""
+    """Compiled in inference mode the stack runs as a scan over time (recurrent_stack's docstring): the same
+    logits and states up to float rounding."""
     model = tiny_model()
     compiled = torch.compile(model, backend="aot_eager")
     ids, mask = random_ids(2, 6, 99), torch.tensor([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]])
     for kw in ({}, {"attention_mask": mask, "output_hidden_states": True}):
         eager, traced = model(ids, **kw), compiled(ids, **kw)
         torch.testing.assert_close(traced.logits, eager.logits)
-        assert_states_equal = [torch.equal(a, b) for a, b in zip(output_cache(traced), output_cache(eager), strict=True)]
-        assert all(assert_states_equal) and output_cache(traced).get_seq_length() == 6
+        for got, want in zip(output_cache(traced), output_cache(eager), strict=True):
+            torch.testing.assert_close(got, want)
+        assert output_cache(traced).get_seq_length() == 6

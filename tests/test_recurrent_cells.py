@@ -277,10 +277,11 @@ def test_copy_bridge_needs_cell_states_on_both_sides():
 
 @pytest.mark.slow
 def test_remote_code_copy_loads_without_the_package(tmp_path):
-    """The saved folder carries recurrent_cells.py next to recurrent_stack.py and runs without hf_seqmodels."""
+    """The saved folder carries recurrent_cells.py and recurrent_scan.py next to recurrent_stack.py and runs without
+    hf_seqmodels."""
     model = tiny_lm()
     model.save_pretrained(tmp_path)
-    assert (tmp_path / "recurrent_cells.py").exists()
+    assert (tmp_path / "recurrent_cells.py").exists() and (tmp_path / "recurrent_scan.py").exists()
     ids = random_ids(1, 6, 99)
     report = run_without_package(tmp_path, "AutoModelForCausalLM", ids, tmp_path / "logits.safetensors")
     assert report["class"] == "RNNForCausalLM" and report["module"].startswith("transformers_modules")

@@ -1,7 +1,7 @@
 """The per-call shortcuts of the recurrent models (a decoding step calls the forward once per token) must give
-exactly what the general path gives: the fused kernel called without ``nn.LSTM.forward``, the 0/1 check of an
-integer attention mask in one pass, dropout skipped in eval mode and the checkpointing wrapper skipped when it
-does not checkpoint."""
+exactly what the general path gives: the 0/1 check of an integer attention mask in one pass, dropout skipped in eval mode and the checkpointing wrapper skipped when it
+does not checkpoint. The stack calls torch's modules through their public forward (hooks, replaced weights and
+quantized replacements included)."""
 
 from __future__ import annotations
 
@@ -14,51 +14,16 @@ from hf_seqmodels.models.input_checks import check_input_ids, current_mask
 from hf_seqmodels.models.recurrent_stack import RecurrentStack
 
 
-def module_call(stack: RecurrentStack, inputs, state):
-    """The stack's torch module called on torch-layout state, as the general path does."""
-    rnn_state = state if stack.cell_type == "lstm" else state[0]
-    outputs, final = stack.rnn(inputs, rnn_state)
-    return outputs, final if isinstance(final, tuple) else (final,)
-
-
-@pytest.mark.parametrize("cell_type", ["lstm", "gru", "rnn_tanh", "rnn_relu"])
-@pytest.mark.parametrize("training", [False, True])
-def test_the_direct_kernel_call_equals_the_torch_module(cell_type, training):
-    torch.manual_seed(0)
-    stack = RecurrentStack(cell_type, input_size=5, hidden_size=6, num_layers=2, dropout=0.3).train(training)
-    inputs = torch.randn(3, 4, 5)
-    n = 2 if cell_type == "lstm" else 1
-    state = tuple(torch.randn(2, 3, 6) for _ in range(n))  # torch layout (L, B, H)
-    torch.manual_seed(1)
-    outputs, *final = stack._fused_kernel(inputs, state)
-    torch.manual_seed(1)  # the same dropout draws in training
-    expected_outputs, expected_final = module_call(stack, inputs, state)
-    assert torch.equal(outputs, expected_outputs)
-    assert all(torch.equal(a, b) for a, b in zip(final, expected_final, strict=True))
-
-
-def test_the_direct_kernel_call_reads_replaced_weights_and_keeps_torch_errors():
+def test_the_stack_reads_replaced_weights_and_keeps_torch_errors():
     torch.manual_seed(0)
     stack = RecurrentStack("lstm", input_size=5, hidden_size=6, num_layers=1).eval()
     inputs = torch.randn(2, 3, 5)
     zeros = {name: torch.zeros_like(p) for name, p in stack.named_parameters()}
     outputs, _ = functional_call(stack, zeros, (inputs,))
     assert torch.equal(outputs, torch.zeros_like(outputs)), "functional_call's weights must be the ones used"
-    wrong_state = (torch.zeros(1, 5, 6), torch.zeros(1, 5, 6))  # 5 rows for a batch of 2
+    wrong_state = (torch.zeros(5, 1, 6), torch.zeros(5, 1, 6))  # 5 rows for a batch of 2
     with pytest.raises(RuntimeError, match="Expected hidden"):
-        stack._fused_kernel(inputs, wrong_state)
-
-
-def test_greedy_generate_and_the_forward_give_the_general_path_s_tokens_and_logits(monkeypatch):
-    torch.manual_seed(0)
-    model = RNNForCausalLM(RNNConfig.from_preset("tiny", cell_type="lstm", hidden_dropout_prob=0.2)).eval()
-    prompt = torch.randint(4, model.config.vocab_size, (2, 5))
-    fast_tokens = model.generate(prompt, max_new_tokens=12, do_sample=False, eos_token_id=None)
-    fast_logits = model(prompt).logits
-    monkeypatch.setattr(RecurrentStack, "_fused_kernel",
-                        lambda self, inputs, state: (lambda o, f: (o, *f))(*module_call(self, inputs, state)))
-    assert torch.equal(model.generate(prompt, max_new_tokens=12, do_sample=False, eos_token_id=None), fast_tokens)
-    assert torch.equal(model(prompt).logits, fast_logits)
+        stack(inputs, wrong_state)
 
 
 def test_dropout_still_drops_in_training_and_is_skipped_in_eval():

@@ -36,7 +36,6 @@ from .exporting import (
     tensor_outputs,
 )
 from .onnx_generation import SPEC_FILE, TOKEN_INPUTS, OnnxGenerator, _Positional, _token_ids
-from .recurrent_scan import scan_crf_recursions, scan_recurrent_stacks
 from .step_graphs import StepGraph, generation_graphs
 
 #: the releases of ``executorch`` this module is written for (1.5 is the first that lowers with torch 2.13)
@@ -74,13 +73,14 @@ def _bounded_dims(inputs: dict[str, torch.Tensor], static: dict[str, tuple[int, 
 
 def lower_to_pte(module: torch.nn.Module, inputs: dict[str, torch.Tensor], static: dict[str, tuple[int, ...]],
                  max_length: int, path: Path) -> torch.export.ExportedProgram:
-    """``torch.export`` of ``module(*inputs.values())`` (recurrent stacks and CRF recursions as scans), lowered
+    """``torch.export`` of ``module(*inputs.values())`` (an exported model in eval mode runs its recurrent stacks
+    and CRF recursions as scans by itself), lowered
     to the XNNPACK delegate and saved at ``path``. Returns the exported (not lowered) program."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
     dims = _bounded_dims(inputs, static, max_length)
-    with torch.no_grad(), scan_recurrent_stacks(), scan_crf_recursions(), warnings.catch_warnings():
+    with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         program = torch.export.export(_Positional(module), tuple(inputs.values()), dynamic_shapes=(dims,),
                                       strict=False)

@@ -21,7 +21,6 @@ import torch
 from torch import nn
 
 from .readme import write_readme
-from .recurrent_scan import scan_crf_recursions, scan_recurrent_stacks
 
 logger = logging.getLogger(__name__)
 FORMATS = ("onnx", "torch", "executorch")
@@ -155,7 +154,7 @@ def trace(model: nn.Module, inputs: dict[str, torch.Tensor], output_names: list[
     dims = tuple({i: torch.export.Dim.AUTO for i in range(t.dim())} for t in inputs.values())
     if "decoder_input_ids" in inputs and _decoder_steps_in_python(model.config):
         dims[list(inputs).index("decoder_input_ids")][1] = torch.export.Dim.STATIC
-    with torch.no_grad(), scan_recurrent_stacks(), scan_crf_recursions(), warnings.catch_warnings():
+    with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return torch.export.export(wrapper, tuple(inputs.values()), dynamic_shapes=(dims,), strict=False)
 

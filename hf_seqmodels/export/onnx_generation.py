@@ -19,7 +19,6 @@ import numpy as np
 import torch
 
 from .beam_search import BeamSearch, log_softmax
-from .recurrent_scan import scan_recurrent_stacks
 from .sampling import check_sampling, sample_tokens, warp_logits
 from .step_graphs import StepGraph, generation_graphs
 
@@ -46,7 +45,7 @@ def _export_graph(graph: StepGraph, path: Path) -> None:
     auto, static = torch.export.Dim.AUTO, torch.export.Dim.STATIC
     dims = tuple({i: static if i in graph.static.get(name, ()) else auto for i in range(t.dim())}
                  for name, t in graph.inputs.items())
-    with torch.no_grad(), scan_recurrent_stacks(), warnings.catch_warnings():
+    with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         program = torch.export.export(_Positional(graph.module), tuple(graph.inputs.values()), dynamic_shapes=(dims,),
                                       strict=False)

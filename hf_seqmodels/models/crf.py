@@ -50,6 +50,8 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
+from .recurrent_scan import max_marginals_scan, traced_as_scan
+
 logger = logging.getLogger(__name__)
 
 IMPOSSIBLE = -10000.0  # score of a forbidden transition or start (exp(-1e4) is 0 in float32)
@@ -259,9 +261,12 @@ class LinearChainCRF(nn.Module):
 
         ``m_i(y) = α^max_i(y) + β^max_i(y)``, where ``β^max_i(y)`` is the best score of the rest of the
         sequence after tag ``y`` at ``i`` (transitions, later emissions and the end score). The argmax
-        over ``y`` is the Viterbi tag. Masked positions hold their ``emissions`` unchanged.
+        over ``y`` is the Viterbi tag. Masked positions hold their ``emissions`` unchanged. Exported or
+        compiled, the recursions run as a scan over time (:func:`recurrent_scan.max_marginals_scan`).
         """
         mask = mask.bool()
+        if traced_as_scan(self):
+            return max_marginals_scan(*self.scores(), emissions, mask)
         alphas, _, _ = self._forward_scan(emissions, mask, use_max=True)
         _, transitions, end = self.scores()
         beta = end.expand(emissions.shape[0], -1)  # (B, K): continuation after the last position

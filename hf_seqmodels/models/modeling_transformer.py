@@ -614,7 +614,6 @@ class TransformerForCausalLM(TransformerPreTrainedModel, GenerationMixin):
         cache: Cache | None = None,
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
-        shift_labels: torch.LongTensor | None = None,
         **kwargs,
     ) -> CausalLMOutputWithPast:
         """
@@ -626,8 +625,10 @@ class TransformerForCausalLM(TransformerPreTrainedModel, GenerationMixin):
             inputs_embeds: ``(B, T, d_model)`` instead of ``input_ids`` (``get_input_embeddings()(ids)`` gives
                 the same result as ``ids``).
             labels: ``(B, T)``, shifted inside (token ``t`` predicts ``t + 1``), ``-100`` ignored.
-            shift_labels: ``(B, T)`` already-aligned targets (token ``t`` predicts ``shift_labels[:, t]``),
-                as sequence-parallel training passes them; they take precedence over ``labels``.
+            shift_labels: (keyword, through ``**kwargs`` as in transformers' causal LMs, so that ``Trainer``'s
+                ``label_names`` stay ``['labels']``) ``(B, T)`` already-aligned targets (token ``t`` predicts
+                ``shift_labels[:, t]``), as sequence-parallel training passes them; they take precedence over
+                ``labels``.
 
         Returns:
             ``CausalLMOutputWithPast``: ``loss``, ``logits`` ``(B, T, vocab_size)``, the ``DynamicCache``,
@@ -639,7 +640,7 @@ class TransformerForCausalLM(TransformerPreTrainedModel, GenerationMixin):
             output_attentions=output_attentions, output_hidden_states=output_hidden_states, **kwargs,
         )
         logits = self.lm_head(out.last_hidden_state)  # (B, T, V)
-        loss, smoothing = None, self.config.label_smoothing
+        loss, smoothing, shift_labels = None, self.config.label_smoothing, kwargs.get("shift_labels")
         if shift_labels is not None:
             loss = token_cross_entropy(logits, shift_labels, smoothing, num_items_in_batch)
         elif labels is not None:

@@ -43,7 +43,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
-from torch.nn.modules import module as _module
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers.modeling_layers import GradientCheckpointingLayer
 
@@ -55,14 +54,15 @@ CELL_TYPES = FUSED_CELL_TYPES + tuple(LOOPED_CELLS)
 _CELL_STATE_TYPES = ("lstm", "peephole_lstm")
 
 
-def _owned(tensor: torch.Tensor) -> torch.Tensor:
-    """``tensor``, or a contiguous copy of it when it is a view of another tensor (the final state is the
-    transposed kernel state, the LSTM kernel's batch-first outputs its transposed time-major ones). A module
-    that FSDP2 wraps, as it wraps this stack, must not return views with autograd history: FSDP2 warns on
-    each, since an in-place change of one would skip its backward hook. For the LSTM outputs the copy takes the
-    place of the one a linear layer makes of strided input (the models' output and attention projections);
-    without gradients nothing is hooked and nothing is copied."""
-    return tensor.clone(memory_format=torch.contiguous_format) if tensor._base is not None else tensor
+def _own_copy(tensor: torch.Tensor) -> torch.Tensor:
+    """A contiguous copy of ``tensor``, which is a view of another tensor or strided: the final state is the
+    transposed kernel state; the outputs of an unpadded run of torch's modules are the kernel's transposed
+    time-major ones (the LSTM's a view, the GRU's and RNN's strided). A module that FSDP2 wraps, as it wraps
+    this stack, must not return views with autograd history: FSDP2 warns on each, since an in-place change of
+    one would skip its backward hook. For the outputs the copy takes the place of the one a linear layer makes
+    of strided input (the models' output and attention projections); without gradients nothing is hooked and
+    nothing is copied."""
+    return tensor.clone(memory_format=torch.contiguous_format)
 
 
 def has_cell_state(cell_type: str) -> bool:
@@ -85,24 +85,6 @@ def _build_rnn(cell_type: str, **kwargs) -> nn.RNNBase:
     if cell_type in ("rnn_tanh", "rnn_relu"):
         return nn.RNN(nonlinearity=cell_type[4:], **kwargs)
     raise ValueError(f"Invalid `cell_type`={cell_type!r}: expected one of {', '.join(CELL_TYPES)}.")
-
-
-# the kernels nn.LSTM, nn.GRU and nn.RNN call: (input, hx, weights, bias, layers, dropout, train, bidirectional,
-# batch_first) -> (output, h[, c])
-_KERNELS = {"lstm": torch.lstm, "gru": torch.gru, "rnn_tanh": torch.rnn_tanh, "rnn_relu": torch.rnn_relu}
-
-
-def _unwrapped(module: nn.Module) -> bool:
-    """Whether calling ``module`` is just its class's ``forward``: no hooks (forward hooks, accelerate's device and
-    offload hooks, which replace ``module.forward``, FSDP's) that a direct kernel call would skip."""
-    return not (module._forward_pre_hooks or module._forward_hooks or module._backward_hooks
-                or module._backward_pre_hooks or "forward" in module.__dict__ or _global_hooks())
-
-
-def _global_hooks() -> bool:
-    """Whether hooks registered for every module (``torch.nn.modules.module.register_module_forward_hook``...) exist."""
-    return bool(_module._global_forward_pre_hooks or _module._global_forward_hooks
-                or _module._global_backward_hooks or _module._global_backward_pre_hooks)
 
 
 def _call(function, *args):
@@ -207,8 +189,10 @@ class RecurrentStack(nn.Module):
         n = self.num_state_tensors
         outputs, final, layers = flat[0], tuple(s.transpose(0, 1) for s in flat[1 : 1 + n]), tuple(flat[1 + n :])
         if torch.is_grad_enabled() and not is_tracing():
-            final, layers = tuple(_owned(s) for s in final), tuple(_owned(t) for t in layers)
-            outputs = layers[-1] if output_layers else _owned(outputs)
+            final = tuple(_own_copy(s) for s in final)
+            if mask is None and not self.looped:  # the modules' own outputs (packing and the loop make new ones)
+                layers = tuple(_own_copy(t) for t in layers)
+                outputs = layers[-1] if output_layers else _own_copy(outputs)
         return (outputs, final, layers) if output_layers else (outputs, final)
 
     def _run(self, inputs, mask, output_layers: bool, *state) -> tuple[torch.Tensor, ...]:
@@ -251,9 +235,6 @@ class RecurrentStack(nn.Module):
         """``rnn`` (the stack or one layer) over ``inputs`` from ``torch_state``; returns outputs and the final
         state as a tuple, in torch's layout."""
         rnn_state = torch_state if has_cell_state(self.cell_type) else torch_state[0]
-        if mask is None and rnn is self.rnn and not self.looped and _unwrapped(rnn) and not is_tracing():
-            outputs, *final = self._fused_kernel(inputs, torch_state)
-            return outputs, tuple(final)
         if mask is None:
             outputs, final = rnn(inputs, rnn_state)
         elif self.looped:  # steps through time and applies the mask itself
@@ -261,23 +242,6 @@ class RecurrentStack(nn.Module):
         else:
             outputs, final = self._forward_masked(rnn, inputs, rnn_state, mask)
         return outputs, final if isinstance(final, tuple) else (final,)
-
-    def _fused_kernel(self, inputs, torch_state) -> tuple[torch.Tensor, ...]:
-        """The fused stack's kernel called directly on unpadded ``inputs`` ``(B, T, input_size)``: the same call
-        ``nn.LSTM``/``nn.GRU``/``nn.RNN.forward`` ends in, without its per-call Python (argument re-validation,
-        the check that the flat weight list is still current), which costs about as much as the kernel itself on
-        one decoding step of a small model. The weights are read from the module on every call, so a replaced or
-        reloaded parameter is always used. Returns ``(outputs, *final state)``, the state in torch's layout.
-        Arguments the kernel would not accept go through the module, which raises torch's error."""
-        rnn = self.rnn
-        expected = (self.num_layers * self.num_directions, inputs.shape[0], self.hidden_size)
-        if inputs.dim() != 3 or inputs.shape[-1] != self.input_size or any(s.shape != expected for s in torch_state):
-            outputs, final = rnn(inputs, torch_state if has_cell_state(self.cell_type) else torch_state[0])
-            return (outputs, *(final if isinstance(final, tuple) else (final,)))
-        weights = [getattr(rnn, name) for name in rnn._flat_weights_names]
-        kernel, state = _KERNELS[self.cell_type], (torch_state if self.cell_type == "lstm" else torch_state[0])
-        return kernel(inputs, state, weights, rnn.bias, rnn.num_layers, float(rnn.dropout), rnn.training,
-                      rnn.bidirectional, rnn.batch_first)
 
     @staticmethod
     def _forward_masked(rnn, inputs, rnn_state, mask):

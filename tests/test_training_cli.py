@@ -245,6 +245,19 @@ def test_a_resume_with_weight_decay_turned_on_or_off_warns_and_trains_with_the_n
         assert saved["state"], "the moments were carried over"
 
 
+def test_max_train_samples_trains_on_the_first_windows_of_block_size_tokens(tmp_path):
+    train = tmp_path / "train.txt"
+    train.write_text(CORPUS)
+    # 8 windows of 16 tokens (and the last target) over 4 stream rows: 32 tokens a row, two 16-token updates
+    results = lm_main(lm_flags(train, tmp_path / "run", "--max_train_samples", "8"))
+    assert results["steps"] == 2
+    with pytest.raises(ValueError, match="`max_train_samples`=0"):
+        lm_arguments(lm_flags(train, tmp_path / "o", "--max_train_samples", "0"))
+    with pytest.raises(ValueError, match="`max_train_samples`=8: expected none with --streaming"):
+        lm_arguments(lm_flags(train, tmp_path / "o", "--max_train_samples", "8", "--streaming", "--max_steps", "2",
+                              "--tokenizer_name", "x", "--validation_file", str(train)))
+
+
 def test_an_arguments_file_and_the_time_cap_message(tmp_path, caplog):
     train = tmp_path / "train.txt"
     train.write_text(CORPUS)

@@ -183,7 +183,7 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
             last = i == len(batches) - 1
             # accelerate tells DeepSpeed the update's last batch (DeepSpeed steps there) by sync_gradients;
             # DDP all-reduces the gradients once, after the last batch
-            self.accelerator.gradient_state._set_sync_gradients(last)
+            self.accelerator.sync_gradients = last
             with contextlib.nullcontext() if last else self.accelerator.no_sync(self.model):
                 loss, num_tokens = self.compute_loss(batch)
                 loss = loss * weight

@@ -29,6 +29,8 @@ USED = {
                       lambda: callable(PreTrainedModel._init_weights)),
     "_resize_token_embeddings": ("models/modeling_textcnn.py: resizing keeps the padding row",
                                  lambda: callable(PreTrainedModel._resize_token_embeddings)),
+    "_prepare_generate_kwargs": ("pipelines.py: the translation pipeline's generate arguments (transformers >= 5.20)",
+                                 lambda: callable(__import__("transformers").Pipeline._prepare_generate_kwargs)),
     "_prepare_cache_for_generation": ("models/stateful_generation.py, modeling_rnn_seq2seq.py: generate's cache",
                                       lambda: callable(GenerationMixin._prepare_cache_for_generation)),
 }

@@ -306,3 +306,27 @@ def test_processes_share_a_global_batch_and_weight_their_loss_by_its_labelled_to
     assert torch.equal(one.batch(0, 5)["input_ids"], one.batch(0, 5)["input_ids"])  # an epoch's order is fixed
     assert len(FeatureBatches(rows[:10], targets, collator, batch_size=4, seed=1, num_processes=2)) == 3
     assert len(FeatureBatches(rows[:9], targets, collator, batch_size=4, seed=1, num_processes=2)) == 2  # 1 row < 2
+
+
+def test_overwrite_cache_tokenises_again_instead_of_reading_the_cache_files(bert_folder, tmp_path):
+    from datasets import load_from_disk
+    from transformers import AutoTokenizer
+
+    from hf_seqmodels.training.finetune.tasks import prepare_task
+
+    read_classification_file(DATA / "sst2_tiny.tsv").save_to_disk(tmp_path / "sst2")
+    train = load_from_disk(tmp_path / "sst2")  # backed by files, so map writes and reads cache files
+    tokenizer = AutoTokenizer.from_pretrained(bert_folder)
+
+    def tokenised(overwrite_cache: bool) -> dict[str, int]:
+        data = DataArguments(train_file=str(DATA / "sst2_tiny.tsv"), overwrite_cache=overwrite_cache)
+        prepare_task(data, {"train": train}, tokenizer)
+        return {p.name: p.stat().st_mtime_ns for p in (tmp_path / "sst2").glob("cache-*.arrow")}
+
+    first = tokenised(False)
+    assert first, "the map wrote a cache file"
+    assert tokenised(False) == first  # read back, not written again
+    rewritten = tokenised(True)
+    assert rewritten.keys() == first.keys() and all(rewritten[name] > first[name] for name in first)
+    assert parse_arguments(["--train_file", str(DATA / "sst2_tiny.tsv"), "--preset", "tiny", "--output_dir",
+                            str(tmp_path / "o"), "--overwrite_cache"])[1].overwrite_cache

@@ -140,6 +140,18 @@ def test_an_epoch_of_five_batches_makes_three_updates_of_two_two_and_one(tmp_pat
         torch.testing.assert_close(a, b)
 
 
+def test_only_the_last_batch_of_an_update_syncs_its_gradients(tmp_path):
+    """accelerate's ``sync_gradients`` (what DeepSpeed steps on, what DDP's all-reduce follows) is True for the
+    last batch of each update only, the epoch's short last update included."""
+    torch.manual_seed(0)
+    run = loop(SumOverCount, torch.nn.Linear(3, 1), RowBatches([2, 3, 4, 5, 6]), tmp_path, accumulation=2)
+    synced = []
+    original = run.compute_loss
+    run.compute_loss = lambda batch: synced.append(run.accelerator.sync_gradients) or original(batch)
+    run.run()
+    assert synced == [False, True, False, True, True]
+
+
 def test_lm_windows_are_weighted_by_their_number_of_labels():
     windows = [Window(torch.zeros(2, 8, dtype=torch.long), torch.zeros(2, 8, dtype=torch.long)),
                Window(torch.zeros(2, 4, dtype=torch.long), torch.zeros(2, 4, dtype=torch.long))]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForPreTraining, Trainer
@@ -46,9 +48,12 @@ def test_weight_decay_spares_biases_and_layer_norms_and_decays_embeddings(tmp_pa
         assert sorted(g["weight_decay"] for g in optimizer.param_groups) == [0.0, 0.5]
 
 
-def test_no_weight_decay_is_one_group(tmp_path):
+def test_no_weight_decay_keeps_the_two_groups_at_zero(tmp_path):
     model = tiny("bert", AutoModelForPreTraining)
     args = EngineArguments(output_dir=str(tmp_path), optim="adamw_torch", learning_rate=0.1, weight_decay=0.0,
                            adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8)
     optimizer = build_optimizer(model, args)
-    assert len(optimizer.param_groups) == 1 and optimizer.param_groups[0]["weight_decay"] == 0.0
+    assert [g["weight_decay"] for g in optimizer.param_groups] == [0.0, 0.0]
+    assert [len(g["params"]) for g in optimizer.param_groups] == [
+        len(build_optimizer(model, dataclasses.replace(args, weight_decay=0.1)).param_groups[i]["params"])
+        for i in range(2)]

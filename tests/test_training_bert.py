@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import random
 
@@ -198,6 +199,25 @@ def test_pretrain_bert_command_trains_a_tokenizer_and_writes_a_loadable_model(tm
         bert_main(["--train_file", str(corpus), "--preset", "tiny", "--max_seq_length", "64", "--vocab_size", "80",
                    "--min_frequency", "1", "--config_overrides", "max_position_embeddings=32",
                    "--output_dir", str(tmp_path / "bad"), "--disable_tqdm"])
+
+
+def test_a_validation_file_and_sample_limits_as_in_run_mlm(tmp_path, caplog):
+    corpus, held = tmp_path / "corpus.txt", tmp_path / "held.txt"
+    corpus.write_text(text_corpus(30, seed=3))
+    held.write_text(text_corpus(6, seed=4))
+    flags = ["--train_file", str(corpus), "--validation_file", str(held), "--preset", "tiny", "--vocab_size", "80",
+             "--min_frequency", "1", "--max_seq_length", "32", "--config_overrides", "max_position_embeddings=32",
+             "--per_device_train_batch_size", "4", "--num_train_epochs", "1", "--optim", "adamw_torch",
+             "--output_dir", str(tmp_path / "run"), "--disable_tqdm", "--use_cpu", "--save_strategy", "no"]
+    with caplog.at_level(logging.INFO):
+        results = bert_main([*flags, "--max_train_samples", "12", "--max_eval_samples", "3"])
+    assert results["steps"] == 3  # 12 pairs in batches of 4
+    assert "30 documents, 12 training and 3 held-out sentence pairs" in caplog.text  # every document trains
+    for bad, named in ((["--max_train_samples", "0"], "`--max_train_samples`=0"),
+                       (["--dataset_name", "x"], "`--validation_file`")):
+        args = [*flags, *bad] if bad[0] != "--dataset_name" else [*flags[2:4], *bad, *flags[4:]]
+        with pytest.raises(ValueError, match=named):
+            bert_main(args)
 
 
 @pytest.mark.parametrize("sharding", ["ddp", "fsdp", "deepspeed"])

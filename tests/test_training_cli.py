@@ -152,10 +152,47 @@ def test_a_user_mistake_is_one_line_with_exit_status_two(tmp_path):
         assert named in lines[0]
     missing = run_script("train_lm.py", "--train_file", str(tmp_path / "nope.txt"), "--preset", "tiny",
                          "--output_dir", str(tmp_path / "o"), "--disable_tqdm")
-    assert missing.returncode == 2 and missing.stderr.strip().splitlines()[-1].startswith("error: Text file")
+    assert missing.returncode == 2 and missing.stderr.strip().splitlines()[-1] == (
+        f"error: `--train_file` {str(tmp_path / 'nope.txt')!r} does not exist.")
     debug = run_script("train_lm.py", "--train_file", str(train), "--output_dir", str(tmp_path / "o"),
                        "--preset", "tny", "--debug")
     assert debug.returncode == 1 and "Traceback" in debug.stderr  # --debug shows where it came from
+
+
+def test_a_missing_data_file_is_one_line_naming_the_flag_and_the_path_in_every_script(tmp_path, capsys):
+    from hf_seqmodels.training.bert.cli import main as bert_main
+    from hf_seqmodels.training.classic.embeddings_cli import main as embeddings_main
+    from hf_seqmodels.training.classic.ngram_cli import main as ngram_main
+    from hf_seqmodels.training.core.cli import run_command
+    from hf_seqmodels.training.finetune.cli import main as finetune_main
+    from hf_seqmodels.training.seq2seq.cli import main as seq2seq_main
+
+    text, pairs, folder = tmp_path / "train.txt", tmp_path / "pairs.tsv", tmp_path / "a_folder"
+    text.write_text(CORPUS)
+    pairs.write_text("source\ttarget\na b\tc d\n")
+    folder.mkdir()
+    missing = str(tmp_path / "nope.txt")
+    out = ["--output_dir", str(tmp_path / "out")]
+    cases = [
+        (lm_main, ["--train_file", missing, "--preset", "tiny", *out], "train_file", missing),
+        (lm_main, ["--train_file", str(text), "--validation_file", missing, "--preset", "tiny", *out],
+         "validation_file", missing),
+        (bert_main, ["--train_file", str(text), missing, "--preset", "tiny", *out], "train_file", missing),
+        (seq2seq_main, ["--train_file", str(pairs), "--validation_file", str(folder), "--preset", "tiny", *out],
+         "validation_file", str(folder)),
+        (seq2seq_main, ["--train_source_file", missing, "--train_target_file", str(text), "--preset", "tiny", *out],
+         "train_source_file", missing),
+        (finetune_main, ["--train_file", missing, "--preset", "tiny", *out], "train_file", missing),
+        (finetune_main, ["--train_file", str(pairs), "--test_file", missing, "--preset", "tiny", *out],
+         "test_file", missing),
+        (ngram_main, ["--train_file", missing, *out], "train_file", missing),
+        (embeddings_main, ["--train_file", str(text), missing, *out], "train_file", missing),
+    ]
+    for main, argv, flag, path in cases:
+        assert run_command(main, argv) == 2, argv
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert lines and lines[-1].startswith(f"error: `--{flag}` {path!r} "), (argv, lines[-3:])
+        assert "Errno" not in lines[-1] and len(lines[-1].split(path)) == 2
 
 
 def lm_flags(train: Path, output_dir: Path, *extra: str) -> list[str]:
@@ -189,6 +226,36 @@ def test_output_folders_never_mix_runs_and_the_results_files_are_written(tmp_pat
     assert resumed["steps"] == 2 * steps
     lm_main(lm_flags(train, out, "--overwrite_output_dir"))
     assert sorted(p.name for p in out.glob("checkpoint-*")) == [f"checkpoint-{steps}"]
+
+
+def test_a_resume_with_weight_decay_turned_on_or_off_warns_and_trains_with_the_new_value(tmp_path, caplog):
+    train = tmp_path / "train.txt"
+    train.write_text(CORPUS)
+    out = tmp_path / "run"
+    steps = lm_main(lm_flags(train, out, "--weight_decay", "0"))["steps"]
+    for decay, epochs in (("0.25", "2"), ("0", "3")):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            resumed = lm_main(lm_flags(train, out, "--resume_from_checkpoint", "latest", "--weight_decay", decay,
+                                       "--num_train_epochs", epochs))
+        assert f"Resuming with weight_decay={float(decay)!r}" in caplog.text
+        assert resumed["steps"] == int(epochs) * steps
+        saved = torch.load(out / f"checkpoint-{resumed['steps']}" / "optimizer.pt", weights_only=True)
+        assert [group["weight_decay"] for group in saved["param_groups"]] == [float(decay), 0.0]
+        assert saved["state"], "the moments were carried over"
+
+
+def test_max_train_samples_trains_on_the_first_windows_of_block_size_tokens(tmp_path):
+    train = tmp_path / "train.txt"
+    train.write_text(CORPUS)
+    # 8 windows of 16 tokens (and the last target) over 4 stream rows: 32 tokens a row, two 16-token updates
+    results = lm_main(lm_flags(train, tmp_path / "run", "--max_train_samples", "8"))
+    assert results["steps"] == 2
+    with pytest.raises(ValueError, match="`max_train_samples`=0"):
+        lm_arguments(lm_flags(train, tmp_path / "o", "--max_train_samples", "0"))
+    with pytest.raises(ValueError, match="`max_train_samples`=8: expected none with --streaming"):
+        lm_arguments(lm_flags(train, tmp_path / "o", "--max_train_samples", "8", "--streaming", "--max_steps", "2",
+                              "--tokenizer_name", "x", "--validation_file", str(train)))
 
 
 def test_an_arguments_file_and_the_time_cap_message(tmp_path, caplog):

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import torch
 
-try:  # torch >= 2.6 (is_fx_tracing, the older name, warns on every call)
-    from torch.fx._symbolic_trace import is_fx_symbolic_tracing as _fx_tracing
-except ImportError:  # pragma: no cover - older torch
-    from torch.fx._symbolic_trace import is_fx_tracing as _fx_tracing
-
 
 def is_tracing() -> bool:
-    """Whether the current code is being traced (``torch.compile``, ``torch.export``, ONNX export, ``torch.jit``
-    or ``torch.fx``) rather than run eagerly: value-reading checks and value-dependent shortcuts are off then."""
-    return torch.compiler.is_compiling() or torch.jit.is_tracing() or torch.jit.is_scripting() or _fx_tracing()
+    """Whether the current code is being traced (``torch.compile``, ``torch.export`` and the ONNX export built on
+    it, or the TorchScript tracer and scripting) rather than run eagerly: value-reading checks and
+    value-dependent shortcuts are off then. Public torch APIs only; ``torch.fx.symbolic_trace`` has no public
+    test, and is not a way to export these models (their forward reads tensor values in eager mode)."""
+    return (torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing()
+            or torch.jit.is_scripting())
 
 
 def check_input_ids(input_ids: torch.Tensor | None, vocab_size: int, name: str = "input_ids",

@@ -13,7 +13,8 @@ time; the other processes load the saved tokenizer). The --train_file text is to
 once into memory-mapped token files under ``--cache_dir`` (``--overwrite_cache`` to redo) and the sentence
 pairs are drawn as spans of them, so a corpus larger than RAM trains. The last
 ``--validation_split_percentage`` % of the documents are held out for the masked-LM and next-sentence
-metrics.
+metrics, unless a ``--validation_file`` holds them; ``--max_train_samples`` / ``--max_eval_samples`` keep the
+first sentence pairs only (the data names of transformers' ``run_mlm.py``).
 """
 
 from __future__ import annotations
@@ -65,6 +66,9 @@ class DataArguments:
 
     train_file: list[str] | None = field(default=None, metadata={"help": (
         "plain-text files; blank lines (or WikiText '= Title =' lines) separate documents")})
+    validation_file: str | None = field(default=None, metadata={"help": (
+        "a plain-text file of held-out documents (default: the last --validation_split_percentage %% of the "
+        "training documents)")})
     dataset_name: str | None = field(default=None, metadata={
         "help": "a datasets name (instead of --train_file); one record = one document"})
     dataset_config_name: str | None = field(default=None, metadata={"help": "the dataset's configuration"})
@@ -80,10 +84,18 @@ class DataArguments:
         "folder of the token files a --train_file is tokenised into once (default: $HF_SEQMODELS_CACHE, else "
         "hf_seqmodels_tokens beside the datasets cache)")})
     overwrite_cache: bool = field(default=False, metadata={"help": "tokenise again even if token files exist"})
+    max_train_samples: int | None = field(default=None, metadata={"help": "train on the first N sentence pairs"})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "evaluate on the first N held-out pairs"})
 
     def __post_init__(self):
         if self.train_file is None and self.dataset_name is None:
             raise ValueError("Give --train_file (one or more text files) or --dataset_name.")
+        if self.validation_file is not None and self.train_file is None:
+            raise ValueError(f"Invalid `--validation_file`={self.validation_file!r}: it goes with --train_file "
+                             "(a --dataset_name holds out its last --validation_split_percentage % of documents).")
+        for name in ("max_train_samples", "max_eval_samples"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"Invalid `--{name}`={getattr(self, name)}: expected an integer >= 1.")
         if self.max_seq_length < 8:
             raise ValueError(f"Invalid `--max_seq_length`={self.max_seq_length}: expected at least 8 tokens.")
         if not 0.0 <= self.short_seq_prob <= 1.0:
@@ -112,7 +124,12 @@ def load_documents(args) -> list[list[str]]:
 
 
 def held_out_documents(args, count: int) -> int:
-    """How many of the last of ``count`` documents are held out (at least 2, and 2 must be left to train on)."""
+    """How many of the last of ``count`` documents are held out (at least 2, and 2 must be left to train on);
+    none with a --validation_file."""
+    if getattr(args, "validation_file", None):
+        if count < 2:
+            raise ValueError(f"{count} training documents are too few for next-sentence prediction (at least 2).")
+        return 0
     held_out = max(2, math.ceil(count * args.validation_split_percentage / 100))
     if count - held_out < 2:
         raise ValueError(f"{count} documents are too few to hold out {held_out} and pretrain on the rest.")
@@ -129,6 +146,19 @@ def token_documents(args, tokenizer, documents: list[list[str]] | None, accelera
     ids = TokenDocuments.from_lists(tokenize_documents(documents, tokenizer, num_proc=args.preprocessing_num_workers))
     ids.documents_read = len(documents)
     return ids
+
+
+def held_out_ids(args, ids: TokenDocuments, held_out: int, tokenizer, accelerator) -> TokenDocuments:
+    """The documents of the held-out pairs: --validation_file's (token files as the training text's), else the
+    last ``held_out`` of ``ids``."""
+    if not args.validation_file:
+        return ids[len(ids) - held_out :]
+    held = bert_token_documents([args.validation_file], tokenizer, cache_dir=args.cache_dir,
+                                overwrite_cache=args.overwrite_cache, accelerator=accelerator)
+    if len(held) < 2:
+        raise ValueError(f"Invalid `--validation_file`={args.validation_file!r}: it has {len(held)} document(s), "
+                         "next-sentence prediction needs at least 2 (blank lines separate documents).")
+    return held
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -159,7 +189,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     special = SpecialIds.of(tokenizer)
     make = lambda docs, seed: create_pretraining_examples(  # noqa: E731
         docs, special, max_seq_length=args.max_seq_length, short_seq_prob=args.short_seq_prob, seed=seed)
-    train, evaluation = make(ids[:-held_out], training_args.seed), make(ids[-held_out:], training_args.seed + 1)
+    train_ids, eval_ids = ids[: len(ids) - held_out], held_out_ids(args, ids, held_out, tokenizer, accelerator)
+    train = make(train_ids, training_args.seed)[: args.max_train_samples]  # run_mlm's: the first N examples
+    evaluation = make(eval_ids, training_args.seed + 1)[: args.max_eval_samples]
     logger.info(f"{type(model).__name__} with {model.num_parameters():,} parameters; {ids.documents_read:,} "
                 f"documents, {len(train):,} training and {len(evaluation):,} held-out sentence pairs.")
     loop = BertPretrainingLoop(model, tokenizer, train, evaluation, training_args, accelerator)
@@ -174,5 +206,5 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return results
 
 
-__all__ = ["DataArguments", "MODEL_FAMILIES", "ModelArguments", "held_out_documents", "load_documents", "main",
-           "parse_arguments", "token_documents"]
+__all__ = ["DataArguments", "MODEL_FAMILIES", "ModelArguments", "held_out_documents", "held_out_ids", "load_documents",
+           "main", "parse_arguments", "token_documents"]

@@ -25,7 +25,7 @@ from ...embeddings.glove import GloVeConfig, GloVeTrainer
 from ...embeddings.svd import MATRICES, SVDConfig, train_svd
 from ...embeddings.vocabulary import SUBSAMPLING_FORMULAS, TOKENIZERS, Vocabulary
 from ...embeddings.word2vec import ARCHITECTURES, LOSSES, Word2VecConfig, Word2VecTrainer
-from ..core.cli import configure_logging
+from ..core.cli import check_data_files, configure_logging
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +110,7 @@ def train(args: argparse.Namespace):
 def main(argv: Sequence[str] | None = None) -> None:
     """Train word vectors from the command line ``argv`` and write them to ``--output_dir``."""
     args = build_parser().parse_args(argv)
+    check_data_files([args])
     configure_logging()
     if args.num_threads is not None:
         torch.set_num_threads(args.num_threads)

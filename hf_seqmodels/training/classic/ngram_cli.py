@@ -23,7 +23,7 @@ from typing import Any
 from accelerate import PartialState
 
 from ...ngram import SMOOTHINGS, NGramConfig, NGramLanguageModel
-from ..core.cli import add_tokenizer_flags, configure_logging, load_tokenizer
+from ..core.cli import add_tokenizer_flags, check_data_files, configure_logging, load_tokenizer
 from ..core.text import load_text_splits, tokenize_texts
 
 logger = logging.getLogger(__name__)
@@ -85,6 +85,7 @@ def encode(texts: list[str], tokenizer, line_by_line: bool) -> list:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Parse ``argv``, fit the model on the training text, evaluate, save; returns the results dict."""
     args = build_parser().parse_args(argv)
+    check_data_files([args])
     configure_logging()
     config = config_from_args(args)
     texts = load_text_splits(args.train_file, args.validation_file,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from accelerate import PartialState
 from accelerate.logging import get_logger
+from accelerate.state import is_initialized
 
 if TYPE_CHECKING:
     from .arguments import EngineArguments
@@ -35,7 +36,7 @@ def configure_generation(model: torch.nn.Module, tokenizer, max_new_tokens: int)
 def describe_hardware(num_processes: int = 1) -> str:
     """What trained the model, for its card: ``"2 processes on CPU (x86_64, 1 torch thread each)"`` or
     ``"8 processes on NVIDIA H100 80GB HBM3"``."""
-    device = PartialState().device if PartialState._shared_state else torch.device("cpu")
+    device = PartialState().device if is_initialized() else torch.device("cpu")  # a run's, never a new state
     processes = f"{num_processes} process{'es' if num_processes > 1 else ''}"
     if device.type == "cuda":
         return f"{processes} on {torch.cuda.get_device_name(device)}"

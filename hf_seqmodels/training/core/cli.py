@@ -110,9 +110,28 @@ def parse_command_line(types: tuple[type, ...], argv: Sequence[str] | None, desc
         if not Path(argv[0]).is_file():
             raise FileNotFoundError(f"Arguments file {argv[0]!r} does not exist.")
         if argv[0].endswith(".json"):
-            return tuple(parser.parse_json_file(json_file=argv[0]))
-        return tuple(parser.parse_yaml_file(yaml_file=argv[0]))
-    return tuple(parser.parse_args_into_dataclasses(args=argv))
+            parsed = tuple(parser.parse_json_file(json_file=argv[0]))
+        else:
+            parsed = tuple(parser.parse_yaml_file(yaml_file=argv[0]))
+    else:
+        parsed = tuple(parser.parse_args_into_dataclasses(args=argv))
+    check_data_files(parsed)
+    return parsed
+
+
+def check_data_files(parsed: Sequence[Any]) -> None:
+    """Every data file a ``--*_file`` flag names (``--train_file``, ``--validation_file``, ``--test_file``,
+    ``--train_source_file``...; one path or a list) must exist: a missing one fails before anything is read,
+    with one line naming the flag and the path. ``parsed``: the parsed dataclasses, or an ``argparse`` namespace."""
+    for arguments in parsed:
+        values = (dataclasses.asdict(arguments) if dataclasses.is_dataclass(arguments) else vars(arguments))
+        for name, value in values.items():
+            if not name.endswith("_file") or value is None:
+                continue
+            for path in value if isinstance(value, list | tuple) else [value]:
+                if not Path(path).is_file():
+                    problem = "is a folder, not a file" if Path(path).is_dir() else "does not exist"
+                    raise FileNotFoundError(f"`--{name}` {str(path)!r} {problem}.")
 
 
 def merged(*dataclass_objects) -> SimpleNamespace:
@@ -348,6 +367,7 @@ __all__ = [
     "USER_ERRORS",
     "add_tokenizer_flags",
     "build_model",
+    "check_data_files",
     "configure_logging",
     "continued_from",
     "dataset_label",

@@ -51,7 +51,7 @@ from .checkpointing import (
 )
 from .finished_run import FinishedRun
 from .launch import make_accelerator
-from .optimizers import build_optimizer, model_width
+from .optimizers import build_optimizer, group_settings, model_width, restore_group_settings
 from .plotting import plot_learning_rate, plot_loss_curves, write_history
 from .run_files import record_arguments
 from .schedules import build_scheduler
@@ -183,7 +183,7 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
             last = i == len(batches) - 1
             # accelerate tells DeepSpeed the update's last batch (DeepSpeed steps there) by sync_gradients;
             # DDP all-reduces the gradients once, after the last batch
-            self.accelerator.gradient_state._set_sync_gradients(last)
+            self.accelerator.sync_gradients = last
             with contextlib.nullcontext() if last else self.accelerator.no_sync(self.model):
                 loss, num_tokens = self.compute_loss(batch)
                 loss = loss * weight
@@ -285,10 +285,12 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
             set_seed(self.args.seed + self.accelerator.process_index)
             return
         model = self.accelerator.unwrap_model(self.model) if self.sharded else self.model
+        settings = group_settings(self.optimizer)  # this run's weight decay and Adam constants
         self.state, self.carried = load_checkpoint(
             path, accelerator=self.accelerator, model=model, optimizer=self.optimizer, scheduler=self.scheduler,
             unsharded_model=self.unsharded_model() if self.sharded else None,
             deepspeed_engine=self.model if self.deepspeed else None, verify=False)  # resolve_checkpoint verified it
+        restore_group_settings(self.optimizer, settings)
         if self.state.windows_per_epoch != len(self.batches):
             raise ValueError(f"Checkpoint {str(path)!r} was trained with {self.state.windows_per_epoch} batches per "
                              f"epoch, this run has {len(self.batches)}: resume with the same data and batch sizes.")

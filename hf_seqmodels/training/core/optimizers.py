@@ -28,15 +28,31 @@ def decay_parameter_names(model: torch.nn.Module) -> list[str]:
 
 
 def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """The trainable parameters as optimizer groups: one group when ``weight_decay`` is 0, else the decayed
-    parameters (:func:`decay_parameter_names`) at ``weight_decay`` and the others at 0."""
+    """The trainable parameters as two optimizer groups, as transformers' Trainer makes them: the decayed
+    parameters (:func:`decay_parameter_names`) at ``weight_decay`` and the others at 0. Always the same two
+    groups (one may be empty), whatever ``weight_decay`` is, so that a run resumed with another value loads
+    the saved optimizer state."""
     trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
-    if not weight_decay:
-        return [{"params": [p for _, p in trainable], "weight_decay": 0.0}]
     decayed = set(decay_parameter_names(model))
-    groups = [{"params": [p for name, p in trainable if name in decayed], "weight_decay": weight_decay},
-              {"params": [p for name, p in trainable if name not in decayed], "weight_decay": 0.0}]
-    return [group for group in groups if group["params"]]
+    return [{"params": [p for name, p in trainable if name in decayed], "weight_decay": weight_decay or 0.0},
+            {"params": [p for name, p in trainable if name not in decayed], "weight_decay": 0.0}]
+
+
+#: what a resumed run takes from the saved optimizer groups: the learning rate, which the resumed schedule drives
+SCHEDULED_SETTINGS = ("params", "lr", "initial_lr")
+
+
+def group_settings(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
+    """The hyperparameters of each optimizer group that are not scheduled (weight decay, betas, epsilon...)."""
+    return [{k: v for k, v in group.items() if k not in SCHEDULED_SETTINGS} for group in optimizer.param_groups]
+
+
+def restore_group_settings(optimizer: torch.optim.Optimizer, settings: list[dict[str, Any]]) -> None:
+    """Put back :func:`group_settings` after loading a checkpoint's optimizer state, which carries the settings
+    the run was started with: a run resumed with another ``--weight_decay`` or Adam constant (the run warns
+    about each change) trains with the new values, its moments and step counts kept."""
+    for group, values in zip(optimizer.param_groups, settings, strict=True):
+        group.update(values)
 
 
 def build_optimizer(model: torch.nn.Module, args: EngineArguments) -> torch.optim.Optimizer:
@@ -58,4 +74,5 @@ def model_width(model: torch.nn.Module) -> int | None:
     return getattr(config, "d_model", None) or getattr(config, "hidden_size", None)
 
 
-__all__ = ["NO_DECAY_PATTERNS", "build_optimizer", "decay_parameter_names", "model_width", "parameter_groups"]
+__all__ = ["NO_DECAY_PATTERNS", "build_optimizer", "decay_parameter_names", "group_settings", "model_width",
+           "parameter_groups", "restore_group_settings"]

@@ -93,6 +93,41 @@ def file_identity(path: str | Path) -> dict:
     return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
+#: bytes hashed at each end of a dataset's Arrow file, and rows of a dataset whose texts are hashed
+EDGE_BYTES, SAMPLED_ROWS = 1 << 20, 64
+
+
+def dataset_identity(dataset, text_column: str) -> dict:
+    """What decides the texts of a ``datasets`` split, for a cache key, from public APIs only: the number of
+    rows and the ``text_column`` of them. A split read from Arrow files (``dataset.cache_files``: a loaded or
+    processed dataset) is known by each file's :func:`file_identity` (path, size, modification time) and the
+    SHA-256 of its first and last MiB, and by the texts of :data:`SAMPLED_ROWS` rows spread over the split (a
+    shuffled or selected view of the same files reads other rows): cheap on a corpus of any size. A split held
+    in memory has no file to name it and is hashed whole, one batch at a time."""
+    digest = hashlib.sha256()
+    files = [item["filename"] for item in dataset.cache_files]
+    if files:
+        rows = sorted({round(i * (dataset.num_rows - 1) / max(1, SAMPLED_ROWS - 1)) for i in range(SAMPLED_ROWS)}
+                      ) if dataset.num_rows else []
+        for text in dataset.select(rows)[text_column] if rows else []:
+            digest.update((text or "").encode() + b"\0")
+    else:
+        for text in dataset_texts(dataset, text_column):
+            digest.update(text.encode() + b"\0")
+    return {"rows": dataset.num_rows, "files": [{**file_identity(f), "edges": _edge_digest(f)} for f in files],
+            "texts": digest.hexdigest()}
+
+
+def _edge_digest(path: str | Path) -> str:
+    """SHA-256 of the first and last :data:`EDGE_BYTES` of a file (all of it when it is shorter)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        digest.update(f.read(EDGE_BYTES))
+        f.seek(max(EDGE_BYTES, f.seek(0, os.SEEK_END) - EDGE_BYTES))
+        digest.update(f.read(EDGE_BYTES))
+    return digest.hexdigest()
+
+
 def cache_key(task: str, tokenizers: dict, files: Iterable[str | Path], arguments: dict) -> str:
     """The folder name of a prepared corpus: ``<task>-<24 hex digits>`` of the hash of the format version,
     the tokenizers' fingerprints, the input files' identities and the preprocessing ``arguments``."""
@@ -349,8 +384,8 @@ def lm_dataset_token_streams(train, tokenizer, *, validation=None, text_column: 
                              accelerator=None) -> LMTokenStreams:
     """:func:`lm_token_streams` of a ``datasets`` dataset's ``train`` (and ``validation``) split, whose Arrow
     files are memory-mapped already: the ids equal ``tokenize_texts`` of
-    ``load_text_splits(dataset_name=...)``'s texts, written once into token files keyed by the splits'
-    fingerprints (``Dataset._fingerprint``: the dataset, its version and any processing) and the tokenizer.
+    ``load_text_splits(dataset_name=...)``'s texts, written once into token files keyed by the splits' contents
+    (:func:`dataset_identity`) and the tokenizer.
     The examples are read a batch at a time; no split is held in RAM."""
     if validation is None and not 0.0 < validation_split_percentage < 100.0:
         raise _invalid("validation_split_percentage", validation_split_percentage,
@@ -358,7 +393,8 @@ def lm_dataset_token_streams(train, tokenizer, *, validation=None, text_column: 
     if text_column not in train.column_names:
         raise _invalid("text_column", text_column, f"one of the dataset's columns {train.column_names}")
     arguments = {"lines_per_chunk": lines_per_chunk, "text_column": text_column,
-                 "train": train._fingerprint, "validation": None if validation is None else validation._fingerprint,
+                 "train": dataset_identity(train, text_column),
+                 "validation": None if validation is None else dataset_identity(validation, text_column),
                  "validation_split_percentage": None if validation is not None else validation_split_percentage}
     key = cache_key("lm-dataset", {"tokenizer": tokenizer}, [], arguments)
 
@@ -388,6 +424,7 @@ __all__ = [
     "ArrayWriter",
     "LMTokenStreams",
     "cache_key",
+    "dataset_identity",
     "dataset_texts",
     "dataset_train_texts",
     "default_cache_dir",

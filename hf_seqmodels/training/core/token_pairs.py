@@ -19,8 +19,10 @@ The corpus is read one pair / one line at a time and encoded in batches; RAM doe
 from __future__ import annotations
 
 import csv
+import functools
 import itertools
 import json
+import multiprocessing
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,16 +168,43 @@ def _encode_batch(batch: list[tuple[str, str]], tokenizer, **options):
     return encode_corpus(ParallelCorpus([s for s, _ in batch], [t for _, t in batch]), tokenizer, **options)
 
 
+class Counted:
+    """The batches of an iterable, counting the items of those handed out."""
+
+    def __init__(self, batches: Iterable[list]):
+        self.batches, self.items = iter(batches), 0
+
+    def __iter__(self) -> Iterator[list]:
+        for batch in self.batches:
+            self.items += len(batch)
+            yield batch
+
+
+def encode_pair_batches(batches: Iterable[list[tuple[str, str]]], tokenizer, num_proc: int | None = None,
+                        **options) -> Iterator:
+    """:func:`_encode_batch` of each of ``batches``, in order: in this process, or with ``num_proc`` > 1 in
+    that many worker processes (``--preprocessing_num_workers``), ``4 × num_proc`` batches in flight at a
+    time so that a corpus of any size is never read ahead into memory."""
+    encode = functools.partial(_encode_batch, tokenizer=tokenizer, **options)
+    if not num_proc or num_proc < 2:
+        yield from map(encode, batches)
+        return
+    with multiprocessing.get_context("spawn").Pool(num_proc) as pool:
+        for group in _batched(batches, 4 * num_proc):
+            yield from pool.map(encode, group)
+
+
 def seq2seq_token_pairs(tokenizer, file: str | None = None, *, source_file: str | None = None,
                         target_file: str | None = None, source_field: str = "source", target_field: str = "target",
                         source_tokenizer=None, max_source_length: int | None = None,
                         max_target_length: int | None = None, drop_longer: bool = True, max_pairs: int | None = None,
                         pairs_per_call: int = 4096, cache_dir: str | Path | None = None, overwrite_cache: bool = False,
-                        accelerator=None) -> TokenPairs:
+                        accelerator=None, num_proc: int | None = None) -> TokenPairs:
     """The pairs of a parallel corpus encoded once into token files: exactly
     ``encode_corpus(read_parallel_corpus(...), tokenizer, source_tokenizer=..., max_*_length=..., drop_longer=...)``
     (the ``A <eos>`` template, pairs with an empty side dropped, long pairs dropped or cut), encoded
-    ``pairs_per_call`` pairs at a time; ``max_pairs`` reads only the corpus's first pairs (``--max_train_samples``)."""
+    ``pairs_per_call`` pairs at a time (by ``num_proc`` processes: :func:`encode_pair_batches`); ``max_pairs`` reads
+    only the corpus's first pairs (``--max_train_samples``)."""
     if max_pairs is not None and (isinstance(max_pairs, bool) or max_pairs < 1):
         raise ValueError(f"Invalid `max_pairs`={max_pairs!r}: expected an integer >= 1 or None (every pair).")
     files = [f for f in (file, source_file, target_file) if f is not None]
@@ -196,13 +225,12 @@ def seq2seq_token_pairs(tokenizer, file: str | None = None, *, source_file: str 
                  for name, tok in (("source", source_tokenizer or tokenizer), ("target", tokenizer))}
         stream = stream_parallel_corpus(file, source_file=source_file, target_file=target_file,
                                         source_field=source_field, target_field=target_field)
-        read = 0
-        for batch in tqdm(_batched(itertools.islice(stream, max_pairs), pairs_per_call),
+        counted = Counted(_batched(itertools.islice(stream, max_pairs), pairs_per_call))
+        for pairs in tqdm(encode_pair_batches(counted, target_tok, num_proc, **options),
                           desc="Encoding sentence pairs", unit=" batches"):
-            pairs = _encode_batch(batch, target_tok, **options)
             _append_sequences(*sides["source"], pairs.sources)
             _append_sequences(*sides["target"], pairs.targets)
-            read += len(batch)
+        read = counted.items
         arrays = {}
         for name, (tokens, offsets) in sides.items():
             arrays[name], arrays[f"{name}_offsets"] = tokens.close(), offsets.close()

@@ -147,7 +147,7 @@ def label_space(labels: list, regression: bool | None = None) -> LabelSpace:
 
 
 def encode_classification(dataset: Dataset, tokenizer, max_length: int, labels: LabelSpace | None = None,
-                          num_proc: int | None = None) -> Dataset:
+                          num_proc: int | None = None, load_from_cache_file: bool | None = None) -> Dataset:
     """Tokenize ``text`` (+ ``text_pair``) to at most ``max_length`` tokens (pairs are truncated longest
     first) and turn ``label`` into ``labels``; the raw columns are dropped. Padding is left to the collator."""
     has_pair = "text_pair" in dataset.column_names
@@ -161,7 +161,7 @@ def encode_classification(dataset: Dataset, tokenizer, max_length: int, labels: 
         return encoded
 
     return dataset.map(encode, batched=True, remove_columns=dataset.column_names, num_proc=num_proc,
-                       desc="Tokenizing")
+                       load_from_cache_file=load_from_cache_file, desc="Tokenizing")
 
 
 __all__ = [

@@ -111,6 +111,8 @@ class DataArguments:
     max_eval_samples: int | None = field(default=None, metadata={"help": "use the first N held-out examples"})
     max_predict_samples: int | None = field(default=None, metadata={"help": "predict the first N test examples"})
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "processes that tokenise"})
+    overwrite_cache: bool = field(default=False, metadata={
+        "help": "tokenise again instead of reading the datasets cache files of an earlier run"})
 
     def __post_init__(self):
         if self.task not in TASKS:

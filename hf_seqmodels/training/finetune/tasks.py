@@ -89,10 +89,11 @@ def _hub_splits(data) -> dict[str, Dataset]:
         if split not in raw:
             continue
         ds = raw[split]
+        options = {"load_from_cache_file": map_options(data)["load_from_cache_file"]}
         if data.task == "token-classification" and "ner_tags" in ds.column_names:  # ClassLabel ids -> tag names
             names = ds.features["ner_tags"].feature.names
             ds = ds.map(lambda b, names=names: {"ner_tags": [[names[t] for t in tags] for tags in b["ner_tags"]]},
-                        batched=True)
+                        batched=True, **options)
         renames = {k: v for k, v in HUB_COLUMNS.get(data.task, {}).items() if k in ds.column_names}
         if data.task == "sequence-classification" and data.text_column:
             renames = {data.text_column: "text", **({data.text_pair_column: "text_pair"} if data.text_pair_column
@@ -100,10 +101,11 @@ def _hub_splits(data) -> dict[str, Dataset]:
         ds = ds.rename_columns(renames)
         if data.task == "sequence-classification" and data.label_column in ds.column_names:
             ds = ds.rename_column(data.label_column, "label") if data.label_column != "label" else ds
-            ds = ds.filter(lambda row: row["label"] != -1)  # GLUE test splits are labelled -1
+            ds = ds.filter(lambda row: row["label"] != -1, **options)  # GLUE test splits are labelled -1
             if hasattr(ds.features["label"], "names"):  # ClassLabel ids -> their names, for id2label
                 names = ds.features["label"].names
-                ds = ds.map(lambda b, names=names: {"label": [names[i] for i in b["label"]]}, batched=True)
+                ds = ds.map(lambda b, names=names: {"label": [names[i] for i in b["label"]]}, batched=True,
+                            **options)
         splits[split] = ds
     return splits
 
@@ -202,6 +204,14 @@ def target_counts(task: str, features: Dataset, per_sentence: bool) -> np.ndarra
 
 # ------------------------------------------------------------------------------------------------ tokenising
 
+def map_options(data) -> dict[str, Any]:
+    """What every ``Dataset.map`` of the data takes from the command line, as in transformers' examples:
+    ``--preprocessing_num_workers`` processes, and ``--overwrite_cache`` to recompute instead of reading the
+    cache files of an earlier run (a dataset read from local files is in memory and has none)."""
+    return {"num_proc": data.preprocessing_num_workers,
+            "load_from_cache_file": False if getattr(data, "overwrite_cache", False) else None}
+
+
 def prepare_task(data, splits: dict[str, Dataset], tokenizer) -> tuple[dict[str, Dataset], FinetuneTask]:
     """Tokenise every split for ``data.task``; returns ``(features per split, task)``."""
     if data.task == "sequence-classification":
@@ -210,7 +220,8 @@ def prepare_task(data, splits: dict[str, Dataset], tokenizer) -> tuple[dict[str,
         tags = label_list(*splits.values())  # a tag seen only in validation still gets an id
         label2id = {tag: i for i, tag in enumerate(tags)}
         features = {split: tokenize_and_align_labels(ds, tokenizer, label2id, data.max_seq_length,
-                                                     label_all_subwords=data.label_all_subwords)
+                                                     label_all_subwords=data.label_all_subwords,
+                                                     **map_options(data))
                     for split, ds in splits.items()}
         head = {"num_labels": len(tags), "id2label": dict(enumerate(tags)), "label2id": label2id}
         return features, FinetuneTask(data.task, head, DataCollatorForTokenClassification(tokenizer),
@@ -229,8 +240,8 @@ def _prepare_classification(data, splits, tokenizer):
     else:
         head.update(id2label=dict(enumerate(labels.labels)), label2id=labels.label2id,
                     problem_type="single_label_classification")
-    features = {split: encode_classification(ds, tokenizer, data.max_seq_length, labels,
-                                             num_proc=data.preprocessing_num_workers) for split, ds in splits.items()}
+    features = {split: encode_classification(ds, tokenizer, data.max_seq_length, labels, **map_options(data))
+                for split, ds in splits.items()}
     metric = evaluate.load(metric_path("hfsm_classification"), "regression" if labels.is_regression else None)
     return features, FinetuneTask(data.task, head, DataCollatorWithPadding(tokenizer), labels, metric=metric)
 
@@ -250,9 +261,9 @@ def _qa_windows(data, examples: Dataset, tokenizer, training: bool) -> Dataset:
             encoded.update(start_positions=positions["start_positions"], end_positions=positions["end_positions"])
         return encoded
 
-    return examples.map(windows, batched=True, remove_columns=examples.column_names,
-                        num_proc=data.preprocessing_num_workers, desc="Cutting contexts into windows")
+    return examples.map(windows, batched=True, remove_columns=examples.column_names, **map_options(data),
+                        desc="Cutting contexts into windows")
 
 
-__all__ = ["BOOKKEEPING_COLUMNS", "FinetuneTask", "TASKS", "has_answers", "load_raw_splits", "prepare_task",
+__all__ = ["BOOKKEEPING_COLUMNS", "FinetuneTask", "TASKS", "has_answers", "load_raw_splits", "map_options", "prepare_task",
            "read_split", "target_counts"]

@@ -102,6 +102,7 @@ def tokenize_and_align_labels(
     label2id: Mapping[str, int],
     max_length: int,
     label_all_subwords: bool = False,
+    **map_options,
 ) -> datasets.Dataset:
     """Tokenise the words of each sentence and give every sub-token the label of its word.
 
@@ -116,6 +117,7 @@ def tokenize_and_align_labels(
         label2id: tag -> label id; every tag of ``dataset`` must be in it.
         max_length: the longest encoding in tokens, special tokens included.
         label_all_subwords: label the continuation sub-tokens too.
+        map_options: for ``Dataset.map`` (``num_proc``, ``load_from_cache_file``).
 
     Returns:
         A ``Dataset`` of the tokenizer's columns (``input_ids``, ``attention_mask``, ...) and ``labels``
@@ -149,7 +151,7 @@ def tokenize_and_align_labels(
             encoded["labels"].append(labels)
         return encoded
 
-    return dataset.map(align, batched=True, remove_columns=dataset.column_names)
+    return dataset.map(align, batched=True, remove_columns=dataset.column_names, **map_options)
 
 
 def _label_id(tag: str, label2id: Mapping[str, int]) -> int:

@@ -82,6 +82,8 @@ class DataArguments:
     streaming: bool = field(default=False, metadata={"help": (
         "read the training text as a datasets stream, tokenised as it is read (no token files): needs --max_steps, "
         "--tokenizer_name or --model_name_or_path, and --validation_file (or the dataset's validation split)")})
+    max_train_samples: int | None = field(default=None, metadata={
+        "help": "train on the first N windows of --block_size tokens of the training text only"})
     max_eval_samples: int | None = field(default=None, metadata={
         "help": "with --streaming: validate on the first N examples of the validation text only"})
 
@@ -100,6 +102,8 @@ def parse_arguments(argv: list[str] | None = None):
 
 def check_streaming(model_args, data_args, training_args) -> None:
     """One-line errors for what a streamed run cannot do (and for its options without --streaming)."""
+    if data_args.max_train_samples is not None and data_args.max_train_samples < 1:
+        raise invalid("max_train_samples", data_args.max_train_samples, "an integer >= 1")
     if not data_args.streaming:
         if data_args.max_eval_samples is not None:
             raise invalid("max_eval_samples", data_args.max_eval_samples, "no value without --streaming")
@@ -116,6 +120,9 @@ def check_streaming(model_args, data_args, training_args) -> None:
     if training_args.shuffle_windows:
         raise invalid("shuffle_windows", True, "False with --streaming (a stream is read in order; a preset's "
                       "recipe that shuffles is turned off with --shuffle_windows False)")
+    if data_args.max_train_samples is not None:
+        raise invalid("max_train_samples", data_args.max_train_samples, "none with --streaming (a stream is "
+                      "counted in --max_steps)")
     if data_args.preprocessing_num_workers:
         raise invalid("preprocessing_num_workers", data_args.preprocessing_num_workers,
                       "none with --streaming (the stream is tokenised as it is read)")
@@ -133,6 +140,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         train_ids, (train_stream, eval_ids, tokenizer) = None, load_text_stream_splits(args, accelerator)
     else:
         train_stream, (train_ids, eval_ids, tokenizer) = None, load_token_streams(args, accelerator)
+        if data_args.max_train_samples is not None:  # run_clm's samples: windows of block_size tokens
+            train_ids = train_ids[: data_args.max_train_samples * training_args.block_size + 1]
     set_seed(training_args.seed)
     model = build_model(args, tokenizer, MODEL_FAMILIES, AutoModelForCausalLM)
     training = "streamed training text" if train_stream is not None else f"{len(train_ids):,} training tokens"

@@ -58,8 +58,10 @@ from ..core.cli import (
 )
 from ..core.plotting import plot_attention
 from ..core.run_files import save_metrics
-from ..core.token_pairs import seq2seq_token_pairs
+from ..core.token_files import _batched
+from ..core.token_pairs import encode_pair_batches, seq2seq_token_pairs
 from .data import (
+    EncodedPairs,
     ParallelCorpus,
     encode_corpus,
     load_parallel_dataset,
@@ -108,6 +110,8 @@ DataArguments = make_dataclass("DataArguments", [
         "folder of the token files training pairs from files are encoded into once (default: $HF_SEQMODELS_CACHE, "
         "else hf_seqmodels_tokens beside the datasets cache)")})),
     ("overwrite_cache", bool, field(default=False, metadata={"help": "encode again even if token files exist"})),
+    ("preprocessing_num_workers", int | None, field(default=None, metadata={
+        "help": "processes that encode the training pairs"})),
 ])
 
 
@@ -269,13 +273,21 @@ def training_pairs(args, read_train: Callable[[], ParallelCorpus], tokenizer, so
     options = dict(source_tokenizer=source_tokenizer, max_source_length=args.max_source_length,
                    max_target_length=args.max_target_length, drop_longer=True)
     file, source_file, target_file = split_files(args, "train")
+    workers = args.preprocessing_num_workers
+    if workers is not None and workers < 1:
+        raise ValueError(f"Invalid `--preprocessing_num_workers`={workers}: expected an integer >= 1.")
     if not (file or source_file or target_file):
         corpus = read_train()
-        return encode_corpus(corpus, tokenizer, **options), len(corpus)
+        if not workers or workers < 2:
+            return encode_corpus(corpus, tokenizer, **options), len(corpus)
+        batches = _batched(zip(corpus.sources, corpus.targets, strict=True), 4096)
+        parts = list(encode_pair_batches(batches, tokenizer, workers, **options))
+        return EncodedPairs([s for p in parts for s in p.sources], [t for p in parts for t in p.targets]), len(corpus)
     pairs = seq2seq_token_pairs(tokenizer, file, source_file=source_file, target_file=target_file,
                                 source_field=args.source_lang, target_field=args.target_lang,
                                 max_pairs=_sample_limit(args, "train"), cache_dir=args.cache_dir,
-                                overwrite_cache=args.overwrite_cache, accelerator=accelerator, **options)
+                                overwrite_cache=args.overwrite_cache, accelerator=accelerator, num_proc=workers,
+                                **options)
     return pairs, pairs.pairs_read
 
 

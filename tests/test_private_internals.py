@@ -1,0 +1,62 @@
+"""The private attributes of torch, transformers, accelerate and datasets that the package still reads or
+overrides, each checked to exist: an upgrade that removes or renames one fails here, by name, instead of
+deep inside a model or a training run. The package reaches no other private attribute of those libraries
+(the source scan below fails on a new one)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, GenerationMixin, PreTrainedModel
+
+PACKAGE = Path(__file__).resolve().parents[1] / "hf_seqmodels"
+
+#: private name -> (where the package uses it, a check that it still exists)
+USED = {
+    "_model_mapping": ("pipelines.py: which tasks' Auto classes map a model",
+                       lambda: AutoModelForCausalLM._model_mapping is not None),
+    "_higher_order_ops": ("export/recurrent_scan.py: the recurrent scan of ONNX export",
+                          lambda: callable(__import__("torch._higher_order_ops.scan", fromlist=["scan"]).scan)),
+    "_version": ("models/attention_state.py: in-place changes of a cached tensor",
+                 lambda: isinstance(torch.zeros(1)._version, int)),
+    "_is_hf_initialized": ("models/modeling_transformer.py, modeling_textcnn.py: transformers' init bookkeeping",
+                           lambda: "_is_hf_initialized" in Path(__import__("transformers").modeling_utils.__file__)
+                           .read_text()),
+    "_init_weights": ("the models' weight initialisation (the hook transformers' models override)",
+                      lambda: callable(PreTrainedModel._init_weights)),
+    "_resize_token_embeddings": ("models/modeling_textcnn.py: resizing keeps the padding row",
+                                 lambda: callable(PreTrainedModel._resize_token_embeddings)),
+    "_prepare_generate_kwargs": ("pipelines.py: the translation pipeline's generate arguments (transformers >= 5.20)",
+                                 lambda: callable(__import__("transformers").Pipeline._prepare_generate_kwargs)),
+    "_prepare_cache_for_generation": ("models/stateful_generation.py, modeling_rnn_seq2seq.py: generate's cache",
+                                      lambda: callable(GenerationMixin._prepare_cache_for_generation)),
+}
+#: files another change is rewriting (their private uses are being removed there)
+SKIPPED = {"recurrent_stack.py", "multi_head_attention.py"}
+#: the library objects as the package names them (modules, accelerators, datasets, tensors)
+PRIVATE = re.compile(r"\b(?:torch|transformers|accelerate|accelerator|datasets|dataset|train|validation|auto_class|"
+                     r"tensor|PartialState)"
+                     r"(?:\.[A-Za-z]\w*)*\.(_[a-z]\w*)|\"(_is_hf_initialized)\"")
+
+
+@pytest.mark.parametrize("name", sorted(USED))
+def test_each_private_attribute_the_package_uses_still_exists(name):
+    where, exists = USED[name]
+    assert exists(), f"{name} (used by {where}) is gone from the installed library"
+
+
+def test_the_package_uses_no_other_private_attribute_of_its_libraries():
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path.name in SKIPPED:
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#")[0]
+            for match in PRIVATE.finditer(code):
+                name = match.group(1) or match.group(2)
+                if name not in USED and not code.lstrip().startswith(('"""', "``")) and "``" not in code:
+                    found[f"{path.relative_to(PACKAGE)}:{number}"] = name
+    assert not found, f"private attributes outside the checked list: {found}"

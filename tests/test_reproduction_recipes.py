@@ -223,12 +223,21 @@ def test_a_reproduction_still_trains_what_its_cards_record(reproduction, tmp_pat
     assert found == expected
 
 
+@pytest.fixture
+def in_a_folder_with_input_txt(tmp_path, monkeypatch):
+    """The commands below name `--train_file input.txt`, which the parser checks exists."""
+    (tmp_path / "input.txt").write_text("to be or not to be\n")
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.mark.usefixtures("in_a_folder_with_input_txt")
 def test_the_nanogpt_cpu_card_is_its_preset():
     """The card's command is `train_lm.py --train_file ... --preset nanogpt-cpu --output_dir ...` and nothing else."""
     argv = ["training/train_lm.py", "--train_file", "input.txt", "--preset", "nanogpt-cpu", "--output_dir", "out"]
     assert differences("shakespeare-char-nanogpt-cpu", argv) == {}
 
 
+@pytest.mark.usefixtures("in_a_folder_with_input_txt")
 def test_a_changed_recipe_is_found():
     """The comparison can fail: the 2-core Transformer card against its command with one more accumulated batch
     per update and another peak rate (as a preset's new recipe would give it)."""

@@ -130,3 +130,25 @@ def test_onnx_export_of_the_model_as_it_is_in_onnxruntime(family, head, override
     assert len(got) == len(want) > 0
     for g, w in zip(got, want, strict=True):
         _assert_close(g, w, other["attention_mask"])
+
+
+def test_a_model_compiled_in_eval_mode_runs_and_then_exports():
+    """``torch.compile`` of a recurrent model in eval mode gives the eager outputs (the fused kernels run; the
+    scan is for export only: inductor cannot compile its data-dependent reads), and a later ``torch.export`` in
+    the same process still keeps the length dynamic (a compiled run at another length must not pin it)."""
+    from hf_seqmodels import RNNConfig
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(RNNConfig.from_preset("tiny", cell_type="lstm", use_cache=False)).eval()
+    ids = torch.randint(4, 60, (2, 20))
+    mask = torch.ones_like(ids)
+    mask[0, 15:] = 0
+    with torch.no_grad():
+        compiled = torch.compile(model)(input_ids=ids, attention_mask=mask).logits
+        torch.testing.assert_close(compiled, model(input_ids=ids, attention_mask=mask).logits)
+        batch, length = Dim("batch"), Dim("length", min=2, max=48)
+        shapes = {"input_ids": {0: batch, 1: length}, "attention_mask": {0: batch, 1: length}}
+        program = torch.export.export(model, (), kwargs={"input_ids": ids[:, :11].clone(), "attention_mask": mask[:, :11].clone()},
+                                      dynamic_shapes=shapes)
+        torch.testing.assert_close(program.module()(input_ids=ids, attention_mask=mask).logits,
+                                   model(input_ids=ids, attention_mask=mask).logits)

@@ -62,6 +62,15 @@ def test_every_script_takes_the_training_arguments_names_and_none_of_the_old_one
     assert not [name for name in OLD_NAMES if name in shown.stdout]
 
 
+@pytest.fixture
+def in_a_folder_with_stand_in_data(tmp_path, monkeypatch):
+    """The commands below name `--train_file t.txt` / `t.tsv`, which the parsers check exist."""
+    for name in ("t.txt", "t.tsv"):
+        (tmp_path / name).write_text("a b\tc d\n")
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.mark.usefixtures("in_a_folder_with_stand_in_data")
 def test_the_scripts_parse_the_same_flags_into_their_arguments(tmp_path):
     common = ["--output_dir", str(tmp_path), "--optim", "sgd", "--learning_rate", "0.5", "--lr_scheduler_type",
               "cosine", "--lr_scheduler_kwargs", '{"min_lr_ratio": 0.1}', "--bf16", "--save_strategy", "epoch",
@@ -80,6 +89,7 @@ def test_the_scripts_parse_the_same_flags_into_their_arguments(tmp_path):
     assert (finetune.optim, finetune.learning_rate, finetune.lr_scheduler_type) == ("sgd", 0.5, "cosine")
 
 
+@pytest.mark.usefixtures("in_a_folder_with_stand_in_data")
 def test_the_preset_recipe_fills_what_the_command_line_leaves_out(tmp_path):
     base = ["--output_dir", str(tmp_path), "--train_file", "t.txt", "--model_family", "rnn"]
     recipe = lm_arguments([*base, "--preset", "zaremba-small"])[2]
@@ -113,6 +123,7 @@ def fresh_accelerator_state():
     AcceleratorState._reset_state(reset_partial_state=True)
 
 
+@pytest.mark.usefixtures("in_a_folder_with_stand_in_data")
 def test_a_recipe_turns_bf16_on_and_the_command_line_turns_it_off(tmp_path, fresh_accelerator_state):
     base = ["--output_dir", str(tmp_path), "--train_file", "t.txt", "--model_family", "transformer_lm"]
     assert lm_arguments([*base, "--preset", "nanogpt-cpu"])[2].mixed_precision == "bf16"  # the recipe's

@@ -377,7 +377,7 @@ def test_the_lm_command_line_leaves_the_fine_tuning_code_unimported():
     assert out == ["[]", "hf_seqmodels.training.finetune.token_classification_data"]
 
 
-def test_config_overrides_are_typed_and_checked():
+def test_config_overrides_are_typed_and_checked(tmp_path):
     overrides = parse_config_overrides("hidden_size=32, cell_type=gru,hidden_dropout_prob=0.5,tie_word_embeddings=true,"
                                        "embedding_size=none", RNNConfig)
     assert overrides == {"hidden_size": 32, "cell_type": "gru", "hidden_dropout_prob": 0.5,
@@ -389,8 +389,11 @@ def test_config_overrides_are_typed_and_checked():
     with pytest.raises(ValueError, match="'vocab_size'.*tokenizer"):
         parse_config_overrides("vocab_size=3", NNLMConfig)
     with pytest.raises(ValueError, match="'big' for --model_family nnlm.*bengio-2003"):
-        main(["--output_dir", "o", "--model_family", "nnlm", "--preset", "big", "--train_file", "missing.txt"])
-    _, _, args = parse_arguments(["--output_dir", "o", "--train_file", "t.txt", "--preset", "tiny", "--no_plot",
+        corpus = tmp_path / "corpus.txt"
+        corpus.write_text("to be or not to be\n")
+        main(["--output_dir", str(tmp_path / "o"), "--model_family", "nnlm", "--preset", "big", "--train_file",
+              str(corpus)])
+    _, _, args = parse_arguments(["--output_dir", "o", "--train_file", str(corpus), "--preset", "tiny", "--no_plot",
                                   "--block_size", "7", "--optim", "sgd"])
     assert (args.max_steps, args.plot, args.block_size) == (-1, False, 7)
     assert args.learning_rate == 1.0, "the tiny recipe's AdamW learning rate must not reach SGD"

@@ -26,8 +26,10 @@ SCANNED_CELL_TYPES = ("rnn_tanh", "rnn_relu", "lstm", "gru", "peephole_lstm")
 
 
 def traced_as_scan(module: torch.nn.Module) -> bool:
-    """Whether ``module`` runs its recurrences as a scan: in inference mode while torch exports or compiles."""
-    return not module.training and (torch.compiler.is_exporting() or torch.compiler.is_compiling())
+    """Whether ``module`` runs its recurrences as a scan: in inference mode while torch exports it. Under
+    ``torch.compile`` the fused kernels run (the packed-sequence path breaks the graph around them): inductor
+    cannot yet compile this scan's data-dependent reads, so a compiled model in eval mode failed with it."""
+    return not module.training and torch.compiler.is_exporting()
 
 
 def _scan(step, init, xs):

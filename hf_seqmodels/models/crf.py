@@ -261,8 +261,8 @@ class LinearChainCRF(nn.Module):
 
         ``m_i(y) = α^max_i(y) + β^max_i(y)``, where ``β^max_i(y)`` is the best score of the rest of the
         sequence after tag ``y`` at ``i`` (transitions, later emissions and the end score). The argmax
-        over ``y`` is the Viterbi tag. Masked positions hold their ``emissions`` unchanged. Exported or
-        compiled, the recursions run as a scan over time (:func:`recurrent_scan.max_marginals_scan`).
+        over ``y`` is the Viterbi tag. Masked positions hold their ``emissions`` unchanged. Exported, the
+        recursions run as a scan over time (:func:`recurrent_scan.max_marginals_scan`).
         """
         mask = mask.bool()
         if traced_as_scan(self):

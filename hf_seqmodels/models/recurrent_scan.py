@@ -4,8 +4,8 @@ sequence length.
 Traced as they run in eager mode, torch's fused ``nn.RNN``/``nn.LSTM``/``nn.GRU`` are unrolled over the time
 steps of the example (the sequence length becomes a constant), the packed sequences that
 :class:`~hf_seqmodels.models.recurrent_stack.RecurrentStack` uses for padding have data-dependent sizes, and
-the CRF's Python loops over positions fix the sentence length. While torch exports or compiles a model
-(:func:`traced_as_scan`: ``torch.compiler.is_exporting()`` / ``is_compiling()``) in inference mode, the stacks
+the CRF's Python loops over positions fix the sentence length. While torch exports a model
+(:func:`traced_as_scan`: ``torch.compiler.is_exporting()``) in inference mode, the stacks
 run :func:`scan_stack` and the tagger's CRF :func:`max_marginals_scan` instead: the same equations as a scan
 over time (an ONNX ``Scan`` after export), on the modules' own parameters, with the padding rule of the
 package: a padded step leaves the state untouched and outputs zeros (each direction skips the padded steps, as

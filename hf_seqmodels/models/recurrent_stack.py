@@ -15,10 +15,10 @@ layers one at a time through the same parameters (``torch.func.functional_call``
 built on the meta device), so the state-dict keys of the fused module stay unchanged and the outputs are
 tensors of the graph.
 
-In inference mode under ``torch.export`` (and ONNX export) and ``torch.compile`` the stack runs the same
-equations as a scan over time (:mod:`recurrent_scan`): the sequence length stays symbolic and padding needs no
-packed sequences, whose sizes depend on the data. A compiled training forward keeps the fused kernels, which
-dynamo runs outside the graph (graph breaks, as ``pack_padded_sequence`` with a padding mask).
+In inference mode under ``torch.export`` (and ONNX export) the stack runs the same equations as a scan over
+time (:mod:`recurrent_scan`): the sequence length stays symbolic and padding needs no packed sequences, whose
+sizes depend on the data. Under ``torch.compile`` it keeps the fused kernels, which dynamo runs outside the
+graph (graph breaks, as ``pack_padded_sequence`` with a padding mask).
 
 Equations (course notes, ``[h; x]`` concatenation written as two matrices as torch stores them)::
 
@@ -200,7 +200,7 @@ class RecurrentStack(nn.Module):
         """:meth:`forward` on flat arguments: ``(outputs, *final_state, *layer_outputs)``, the state in torch's
         layout ``(L * D, batch, hidden)``."""
         torch_state = tuple(s.transpose(0, 1).contiguous() for s in state)  # torch keeps the layer axis first
-        if traced_as_scan(self):  # exported or compiled: a scan over time, symbolic length and padding
+        if traced_as_scan(self):  # exported: a scan over time, symbolic length and padding
             outputs, final, layers = scan_stack(self.rnn, self.cell_type, self.num_layers, self.num_directions,
                                                 inputs, torch_state, mask)
             return (outputs, *final, *(layers if output_layers else ()))

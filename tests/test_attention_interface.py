@@ -22,6 +22,7 @@ from hf_seqmodels import (
     TransformerForConditionalGeneration,
     TransformerLMConfig,
 )
+from hf_seqmodels.models.cache_naming import cache_field, output_cache
 
 V = 99  # vocabulary of the tiny presets
 IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention")
@@ -76,7 +77,7 @@ def test_cached_flex_decoding_equals_recomputing_the_prefix():
     model = build(TransformerLMConfig, TransformerForCausalLM, "flex_attention")
     ids, mask = prompts()
     first = model(ids[:, :-2], attention_mask=mask[:, :-2], use_cache=True)
-    step = model(ids[:, -2:], attention_mask=mask, cache=first.cache)
+    step = model(ids[:, -2:], attention_mask=mask, **cache_field(output_cache(first)))
     full = model(ids, attention_mask=mask).logits
     torch.testing.assert_close(step.logits[:, -2:], full[:, -2:], atol=1e-5, rtol=1e-5)
 

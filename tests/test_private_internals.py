@@ -18,8 +18,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "hf_seqmodels"
 USED = {
     "_model_mapping": ("pipelines.py: which tasks' Auto classes map a model",
                        lambda: AutoModelForCausalLM._model_mapping is not None),
-    "_higher_order_ops": ("export/recurrent_scan.py: the recurrent scan of ONNX export",
-                          lambda: callable(__import__("torch._higher_order_ops.scan", fromlist=["scan"]).scan)),
+    "_higher_order_ops": ("models/recurrent_scan.py: the scan operator of exported recurrences",
+                          lambda: callable(__import__("torch._higher_order_ops.scan", fromlist=["scan_op"]).scan_op)),
     "_version": ("models/attention_state.py: in-place changes of a cached tensor",
                  lambda: isinstance(torch.zeros(1)._version, int)),
     "_is_hf_initialized": ("models/modeling_transformer.py, modeling_textcnn.py: transformers' init bookkeeping",

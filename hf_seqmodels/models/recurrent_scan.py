@@ -11,8 +11,9 @@ over time (an ONNX ``Scan`` after export), on the modules' own parameters, with 
 package: a padded step leaves the state untouched and outputs zeros (each direction skips the padded steps, as
 packing does). Training (dropout between layers) keeps the eager path.
 
-torch offers its scan as ``torch._higher_order_ops.scan`` only (no public name yet, as for the associative scan
-transformers' Mamba models import from there); it is imported when a trace asks for it, never in eager mode.
+torch offers its scan operator as ``torch._higher_order_ops.scan.scan_op`` only (no public name yet, as for the
+associative scan transformers' Mamba models import from there); it is imported when a trace asks for it, never in
+eager mode, and :func:`_scan` is the one place that calls it.
 """
 
 from __future__ import annotations
@@ -32,30 +33,53 @@ def traced_as_scan(module: torch.nn.Module) -> bool:
     return not module.training and torch.compiler.is_exporting()
 
 
-def _scan(step, init, xs):
-    """``torch``'s scan: ``step(carry, x) -> (carry, y)`` over the first axis of ``xs``; returns the final carry
-    and the stacked ``y``. The carry must keep the strides of ``init`` (contiguous ones here)."""
-    from torch._higher_order_ops.scan import scan
+def _scan(step, init: tuple[torch.Tensor, ...], xs: tuple[torch.Tensor, ...],
+          weights: dict[str, torch.Tensor | None]):
+    """``torch``'s scan operator: ``step(carry, x, weights) -> (carry, y)`` over the first axis of the tensors
+    ``xs``, from the tuple of tensors ``init``; ``y`` is one tensor. Returns the final carry (a tuple) and the
+    stacked ``y``. The carry must keep the strides of ``init`` (contiguous ones here). ``weights`` (the
+    parameters the step reads; None for an absent bias) reach ``step`` as operator inputs, never as closures: a
+    tensor a traced step closes over would be frozen into the graph instead of staying the model's parameter.
 
-    return scan(step, init, xs)
+    This calls the operator itself, not ``torch._higher_order_ops.scan.scan``: outside ``torch.compile`` that
+    function wraps every call in a nested ``torch.compile`` whose cache all scans of the process share. An
+    earlier scan at a static length (a character LSTM over words of 20 characters) left a cached graph whose
+    guard, checked against a later export's symbolic sequence length, pinned that length (``20 != length``) and
+    failed the export. The exporter traces the operator itself directly, with nothing cached."""
+    from torch._higher_order_ops.scan import scan_op
+
+    num_carry, num_xs = len(init), len(xs)
+    names = [name for name, tensor in weights.items() if tensor is not None]
+
+    def flat_step(*leaves):
+        given = dict(zip(names, leaves[num_carry + num_xs:], strict=True))
+        carry, y = step(tuple(leaves[:num_carry]), tuple(leaves[num_carry:num_carry + num_xs]),
+                        {name: given.get(name) for name in weights})
+        return [*carry, y]
+
+    outputs = scan_op(flat_step, list(init), list(xs), additional_inputs=tuple(weights[name] for name in names))
+    return tuple(outputs[:num_carry]), outputs[num_carry]
 
 
-def _cell_step(cell_type: str, w_hh: torch.Tensor, b_hh: torch.Tensor | None, w_peephole: torch.Tensor | None = None):
-    """The step ``(state, (gates_x, mask)) -> (new state, output)`` of one layer and direction.
+def _cell_step(cell_type: str):
+    """The step ``(state, (gates_x, mask), weights) -> (new state, output)`` of one layer and direction.
 
     ``gates_x`` ``(B, G)`` is ``W_ih x_t + b_ih``; ``mask`` ``(B, 1)`` bool, False at padded steps; the state is
-    ``(h,)`` or ``(h, c)``, each ``(B, H)``. Gate order as torch stores it: LSTM ``i, f, g, o``, GRU ``r, z, n``;
-    the peephole LSTM's as the LSTM's, with ``w_peephole`` ``(3H, H)`` its peephole matrices.
+    ``(h,)`` or ``(h, c)``, each ``(B, H)``; ``weights`` holds ``w_hh``, ``b_hh`` (None without biases) and, for
+    the peephole LSTM, ``w_peephole`` ``(3H, H)``. Gate order as torch stores it: LSTM ``i, f, g, o``, GRU
+    ``r, z, n``; the peephole LSTM's as the LSTM's.
     """
-    def recurrent(h):
-        gates = h @ w_hh.T
-        return gates if b_hh is None else gates + b_hh
-
-    def step(state, xs):
+    def step(state, xs, weights):
         gates_x, mask = xs
+        w_hh, b_hh = weights["w_hh"], weights["b_hh"]
         h = state[0]
+
+        def recurrent(h):
+            gates = h @ w_hh.T
+            return gates if b_hh is None else gates + b_hh
+
         if cell_type == "peephole_lstm":
-            new = peephole_lstm_step(gates_x, h, state[1], w_hh, b_hh, w_peephole)
+            new = peephole_lstm_step(gates_x, h, state[1], w_hh, b_hh, weights["w_peephole"])
         elif cell_type == "lstm":
             i, f, g, o = (gates_x + recurrent(h)).chunk(4, dim=-1)
             c = torch.sigmoid(f) * state[1] + torch.sigmoid(i) * torch.tanh(g)
@@ -89,7 +113,8 @@ def _run_direction(rnn, cell_type, layer: int, reverse: bool, inputs, state, mas
         xs = tuple(x.flip(0) for x in xs)
     w_peephole = getattr(rnn, "weight_peephole" + suffix, None)  # (3H, H): the peephole LSTM's only
     state = tuple(s.clone(memory_format=torch.contiguous_format) for s in state)  # the carry's strides, at B = 1 too
-    final, outputs = _scan(_cell_step(cell_type, w_hh, b_hh, w_peephole), state, xs)  # outputs (T, B, H)
+    weights = {"w_hh": w_hh, "b_hh": b_hh, "w_peephole": w_peephole}
+    final, outputs = _scan(_cell_step(cell_type), state, xs, weights)  # outputs (T, B, H)
     if reverse:
         outputs = outputs.flip(0)
     return outputs.transpose(0, 1), tuple(final)
@@ -131,18 +156,20 @@ def max_marginals_scan(start: torch.Tensor, transitions: torch.Tensor, end: torc
     seen = (mask.long().cumsum(1) - mask.long()) > 0  # (B, T): a chain position before t (no boolean carry)
     xs = (emissions.transpose(0, 1), mask.transpose(0, 1).unsqueeze(-1))  # (T, B, K), (T, B, 1)
 
-    def forward_step(alpha, x):
-        emission, on, seen_before = x  # (B, K), (B, 1), (B, 1)
-        best = (alpha.unsqueeze(2) + transitions).amax(dim=1)  # (B, K)
-        alpha = torch.where(on, torch.where(seen_before, best, start) + emission, alpha)
-        return alpha, alpha.clone()
+    def forward_step(carry, x, scores):
+        (alpha,), (emission, on, seen_before) = carry, x  # (B, K); (B, K), (B, 1), (B, 1)
+        best = (alpha.unsqueeze(2) + scores["transitions"]).amax(dim=1)  # (B, K)
+        alpha = torch.where(on, torch.where(seen_before, best, scores["start"]) + emission, alpha)
+        return (alpha,), alpha.clone()
 
-    def backward_step(beta, x):
-        emission, on = x
-        step = (transitions + (emission + beta).unsqueeze(1)).amax(dim=2)  # (B, K)
-        return torch.where(on, step, beta), beta.clone()
+    def backward_step(carry, x, scores):
+        (beta,), (emission, on) = carry, x
+        step = (scores["transitions"] + (emission + beta).unsqueeze(1)).amax(dim=2)  # (B, K)
+        return (torch.where(on, step, beta),), beta.clone()
 
-    _, alphas = _scan(forward_step, emissions.new_zeros(batch, num_tags), (*xs, seen.transpose(0, 1).unsqueeze(-1)))
-    _, betas = _scan(backward_step, end.unsqueeze(0).repeat(batch, 1), tuple(x.flip(0) for x in xs))
+    scores = {"start": start, "transitions": transitions}
+    _, alphas = _scan(forward_step, (emissions.new_zeros(batch, num_tags),), (*xs, seen.transpose(0, 1).unsqueeze(-1)),
+                      scores)
+    _, betas = _scan(backward_step, (end.unsqueeze(0).repeat(batch, 1),), tuple(x.flip(0) for x in xs), scores)
     marginals = alphas.transpose(0, 1) + betas.flip(0).transpose(0, 1)  # (B, T, K)
     return torch.where(mask.unsqueeze(2), marginals, emissions)

@@ -157,3 +157,22 @@ def test_a_model_compiled_in_eval_mode_runs_and_then_exports():
                                       dynamic_shapes=shapes)
         torch.testing.assert_close(program.module()(input_ids=ids, attention_mask=mask).logits,
                                    model(input_ids=ids, attention_mask=mask).logits)
+
+
+def test_an_earlier_scan_at_a_static_length_does_not_pin_a_later_export():
+    """A character LSTM scans words of a fixed number of characters; exporting it first must leave nothing behind
+    that fixes the sequence length of the next export in the same process (torch's scan function caches a
+    compiled graph per process, guarded on that fixed length)."""
+    from hf_seqmodels import RNNConfig
+
+    rnn = next(family for family in FAMILY_DESCRIPTIONS if family.name == "rnn")
+    torch.manual_seed(0)
+    char_model = AutoModelForCausalLM.from_config(RNNConfig.from_preset("tiny", char_encoder="lstm", use_cache=False))
+    ids = torch.randint(4, 60, (2, 7))
+    with torch.no_grad():
+        torch.export.export(char_model.eval(), (), kwargs={"input_ids": ids},
+                            dynamic_shapes={"input_ids": {0: Dim("batch", min=2, max=64), 1: Dim.AUTO}})
+    model, example, shapes, other = _case(rnn, rnn.heads[AutoModelForCausalLM], {})
+    with torch.no_grad():
+        program = torch.export.export(model, (), kwargs=example, dynamic_shapes=shapes)
+        torch.testing.assert_close(program.module()(**other).logits, model(**other).logits)

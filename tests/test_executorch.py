@@ -123,3 +123,13 @@ def test_without_executorch_the_command_fails_in_one_line(tmp_path, capsys, monk
     assert len(err.strip().splitlines()) == 1
     assert f"torch {torch.__version__}" in err and EXECUTORCH_REQUIREMENT in err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_executorch_extra_installs_what_the_command_requires():
+    """``pip install hf_seqmodels[executorch]`` (what CI installs to run this file) asks for the same releases as the
+    command's requirement."""
+    from pathlib import Path
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    assert project["optional-dependencies"]["executorch"] == [EXECUTORCH_REQUIREMENT]

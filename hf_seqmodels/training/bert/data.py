@@ -61,7 +61,8 @@ def split_documents(text: str) -> list[list[str]]:
 
 
 class TokenDocuments:
-    """Documents of tokenised sentences on disk: ``documents[d]`` is a ``list`` of sentences (id lists),
+    """Documents of tokenised sentences, on disk (:func:`~.token_documents.bert_token_documents`) or in RAM
+    (:meth:`from_lists`): ``documents[d]`` is a ``list`` of sentences (id lists),
     as :func:`tokenize_documents` returns them. ``sentences`` holds every sentence in order;
     ``document_offsets`` ``(D + 1,)`` indexes sentences. Slicing documents gives a view. ``documents_read``
     counts the documents of the text before those without tokens were dropped (None for a view); ``folder``

@@ -4,7 +4,7 @@
    ``--shared_data``, shuffled and repeated) go through a language model's data path, each run in a fresh process:
 
    * **train_lm** (ours): ``training/train_lm.py``'s ``main`` with a tiny Transformer LM and one update: the text
-     is tokenised once into ``uint16`` token files (:func:`~hf_seqmodels.training.core.token_files.lm_token_streams`)
+     is tokenised once into ``uint16`` token files (:func:`~hf_seqmodels.training.lm.token_streams.lm_token_streams`)
      in a fresh cache folder and memory-mapped; timed to the end of its first update;
    * **train_lm again**: the same command, a second run, which maps the cached token files;
    * **train_lm stream**: the same command with ``--streaming`` (tokenised as it is read; no token files);
@@ -121,7 +121,7 @@ def _prepare(job: dict, queue: mp.Queue) -> None:
     from transformers import AutoTokenizer
 
     from hf_seqmodels.training.core.text import load_text_splits, tokenize_texts
-    from hf_seqmodels.training.core.token_files import lm_token_streams
+    from hf_seqmodels.training.lm.token_streams import lm_token_streams
 
     tokenizer = AutoTokenizer.from_pretrained(job["tokenizer"])
     start_rss, start = _rss_mb(), time.perf_counter()

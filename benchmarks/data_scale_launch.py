@@ -2,7 +2,7 @@
 with 2 CPU processes against one process, on the same text in the same benchmark run.
 
 Each run is ``accelerate launch`` of this module as the training script (``-m``): every rank records which ranks
-tokenised (a wrapper around :func:`~hf_seqmodels.training.core.token_files._write_stream`), its RSS after the
+tokenised (a wrapper around :func:`~hf_seqmodels.training.lm.token_streams._write_stream`), its RSS after the
 imports, its peak RSS (``ru_maxrss``) and the seconds to the end of its first update, then runs ``train_lm``'s
 ``main``. From outside, the launcher samples every ``--sample_seconds`` the summed RSS and the summed PSS (shared
 pages divided among the processes that map them: the torch libraries and the token files counted once) of the
@@ -42,13 +42,12 @@ def _rss_mb() -> float:
 def worker(results: str, argv: list[str]) -> None:
     """One rank: ``train_lm``'s ``main(argv)`` with the tokenising ranks, the first update and the RSS recorded in
     ``results/rank-<RANK>.json``."""
-    from hf_seqmodels.training.core import token_files
-    from hf_seqmodels.training.lm import cli
+    from hf_seqmodels.training.lm import cli, token_streams
     from hf_seqmodels.training.lm.trainer import LMTrainingLoop
 
     rank = int(os.environ.get("RANK", "0"))
     record: dict = {"rank": rank, "tokenised": False, "rss_after_imports_mb": _rss_mb()}
-    write_stream, train_step = token_files._write_stream, LMTrainingLoop.train_step
+    write_stream, train_step = token_streams._write_stream, LMTrainingLoop.train_step
 
     def tokenising(*args):
         record["tokenised"] = True
@@ -59,7 +58,7 @@ def worker(results: str, argv: list[str]) -> None:
         record.setdefault("first_step_s", time.perf_counter() - start)
         return loss
 
-    token_files._write_stream, LMTrainingLoop.train_step = tokenising, timed_step
+    token_streams._write_stream, LMTrainingLoop.train_step = tokenising, timed_step
     start = time.perf_counter()
     cli.main(argv)
     record["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -17,7 +17,7 @@ from hf_seqmodels.training.core.checkpointing import (
     save_checkpoint,
     verify_checkpoint,
 )
-from hf_seqmodels.training.core.streaming import StreamPosition
+from hf_seqmodels.training.lm.streaming import StreamPosition
 
 POSITION = StreamPosition(windows=4, pass_index=0, examples=17, rows=[[5, 6], []])
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from hf_seqmodels.tokenization import train_tokenizer
-from hf_seqmodels.training.core.token_files import dataset_identity, lm_dataset_token_streams
+from hf_seqmodels.training.core.token_files import dataset_identity
+from hf_seqmodels.training.lm.token_streams import lm_dataset_token_streams
 
 TEXTS = [f"the cat {i} sat on the mat" for i in range(40)]
 

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from hf_seqmodels.tokenization import train_tokenizer
-from hf_seqmodels.training.core import token_files
 from hf_seqmodels.training.core.text import load_dataset_splits, load_text_splits, tokenize_texts
-from hf_seqmodels.training.core.token_files import dataset_train_texts, lm_dataset_token_streams
+from hf_seqmodels.training.lm import token_streams
 from hf_seqmodels.training.lm.cli import main
+from hf_seqmodels.training.lm.token_streams import dataset_train_texts, lm_dataset_token_streams
 
 TRAIN = "".join(f"the cat {i} sat on the mat\n" for i in range(60))
 VALIDATION = "".join(f"a dog {i} ran\n" for i in range(10))
@@ -48,7 +48,7 @@ def test_dataset_streams_equal_the_in_ram_tokenisation(tmp_path, tokenizer, with
 def test_dataset_streams_are_cached(tmp_path, tokenizer, monkeypatch):
     train, validation = load_dataset_splits(str(dataset_folder(tmp_path, True)), None, "text")
     first = lm_dataset_token_streams(train, tokenizer, validation=validation, cache_dir=tmp_path / "cache")
-    monkeypatch.setattr(token_files, "_write_stream", lambda *args: pytest.fail("tokenised again"))
+    monkeypatch.setattr(token_streams, "_write_stream", lambda *args: pytest.fail("tokenised again"))
     again = lm_dataset_token_streams(train, tokenizer, validation=validation, cache_dir=tmp_path / "cache")
     assert again.folder == first.folder and np.array_equal(again.train, first.train)
 

@@ -12,7 +12,7 @@ pytest.importorskip("onnxscript")
 
 from hf_seqmodels.cli import main  # noqa: E402
 from hf_seqmodels.export import export_model  # noqa: E402
-from hf_seqmodels.export.exporting import example_inputs, run_onnx  # noqa: E402
+from hf_seqmodels.export.programs import example_inputs, run_onnx  # noqa: E402
 from hf_seqmodels.export.quantization import quantize_eager, quantize_onnx_export  # noqa: E402
 from hf_seqmodels.models import BertForSequenceClassification, TransformerForCausalLM  # noqa: E402
 from hf_seqmodels.registry import FAMILY_DESCRIPTIONS  # noqa: E402

@@ -1,4 +1,4 @@
-"""Tests of streamed training text (``hf_seqmodels.training.core.streaming``) and of ``train_lm --streaming``:
+"""Tests of streamed training text (``hf_seqmodels.training.lm.streaming``) and of ``train_lm --streaming``:
 the windows equal the token-file path's where the layouts agree, processes read disjoint examples, and a
 resumed run continues exactly where an uninterrupted one would be."""
 
@@ -14,15 +14,15 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from hf_seqmodels.training.core.streaming import (
+from hf_seqmodels.training.lm.cli import main, parse_arguments
+from hf_seqmodels.training.lm.data import StreamWindows, batchify
+from hf_seqmodels.training.lm.streaming import (
     StreamingWindows,
     StreamPosition,
     load_text_stream,
     tokenize_stream,
 )
-from hf_seqmodels.training.core.token_files import lm_token_streams
-from hf_seqmodels.training.lm.cli import main, parse_arguments
-from hf_seqmodels.training.lm.data import StreamWindows, batchify
+from hf_seqmodels.training.lm.token_streams import lm_token_streams
 from hf_seqmodels.training.lm.trainer import stream_position_file
 
 SPECIALS = ["<pad>", "<unk>", "<bos>", "<eos>"]

@@ -1,4 +1,5 @@
-"""Tests of the token files (``hf_seqmodels.training.core.token_files``, ``.token_pairs``) and of LM windows read
+"""Tests of the token files (``hf_seqmodels.training.core.token_files``, ``training.lm.token_streams``,
+``training.seq2seq.token_pairs``, ``training.bert.token_documents``) and of LM windows read
 from them."""
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
 
+from hf_seqmodels.training.bert.token_documents import bert_token_documents
 from hf_seqmodels.training.core import token_files
 from hf_seqmodels.training.core.text import load_text_splits, tokenize_texts
-from hf_seqmodels.training.core.token_files import lm_token_streams, token_dtype
-from hf_seqmodels.training.core.token_pairs import bert_token_documents, seq2seq_token_pairs
+from hf_seqmodels.training.core.token_files import token_dtype
+from hf_seqmodels.training.lm import token_streams
 from hf_seqmodels.training.lm.data import (
     ShuffledContextWindows,
     StreamWindows,
@@ -23,6 +25,8 @@ from hf_seqmodels.training.lm.data import (
     shard_rows,
     stream_slice,
 )
+from hf_seqmodels.training.lm.token_streams import lm_token_streams
+from hf_seqmodels.training.seq2seq.token_pairs import seq2seq_token_pairs
 
 SPECIALS = ["<pad>", "<unk>", "<bos>", "<eos>", "[CLS]", "[SEP]", "[MASK]"]
 CHARACTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ .,!?=\n\x0c\u2028"
@@ -83,7 +87,7 @@ def test_cache_is_reused_and_invalidated(corpus, tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     first = lm_token_streams(corpus, char_tokenizer(), cache_dir=cache)
     calls = []
-    monkeypatch.setattr(token_files, "_write_stream", lambda *a: calls.append(a) or pytest.fail("re-tokenised"))
+    monkeypatch.setattr(token_streams, "_write_stream", lambda *a: calls.append(a) or pytest.fail("re-tokenised"))
     again = lm_token_streams(corpus, char_tokenizer(), cache_dir=cache)  # an equal tokenizer: the same files
     assert again.folder == first.folder and not calls
     monkeypatch.undo()
@@ -105,8 +109,8 @@ def test_overwrite_cache_prepares_again(corpus, tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     lm_token_streams(corpus, char_tokenizer(), cache_dir=cache)
     calls = []
-    original = token_files._write_stream
-    monkeypatch.setattr(token_files, "_write_stream", lambda *a: calls.append(1) or original(*a))
+    original = token_streams._write_stream
+    monkeypatch.setattr(token_streams, "_write_stream", lambda *a: calls.append(1) or original(*a))
     streams = lm_token_streams(corpus, char_tokenizer(), cache_dir=cache, overwrite_cache=True)
     assert calls and len(streams.train) > 0 and len(list(cache.iterdir())) == 1
 
@@ -253,18 +257,18 @@ def test_bert_documents_equal_tokenize_documents(tmp_path, titled):
 CHILD = """
 import sys
 from accelerate import Accelerator
-from hf_seqmodels.training.core import token_files
-from hf_seqmodels.training.core.token_files import lm_token_streams
+from hf_seqmodels.training.lm import token_streams
+from hf_seqmodels.training.lm.token_streams import lm_token_streams
 from test_token_files import char_tokenizer
 from distributed_utils import rank_logger
 
 accelerator = Accelerator(cpu=True)
 say = rank_logger()
-write_stream = token_files._write_stream
+write_stream = token_streams._write_stream
 def reporting(*args):
     say("tokenises")
     write_stream(*args)
-token_files._write_stream = reporting
+token_streams._write_stream = reporting
 streams = lm_token_streams(sys.argv[1], char_tokenizer(), cache_dir=sys.argv[2], accelerator=accelerator)
 say(f"tokens {len(streams.train)} folder {streams.folder.name}")
 """

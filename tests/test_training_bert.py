@@ -322,8 +322,8 @@ def test_pair_spans_reproduce_the_walk_over_id_lists(max_seq_length, short_seq_p
 
 
 def test_examples_from_token_files_equal_those_from_documents_in_ram(tokenizer, tmp_path, monkeypatch):
-    from hf_seqmodels.training.core import token_pairs
-    from hf_seqmodels.training.core.token_pairs import bert_token_documents
+    from hf_seqmodels.training.bert import token_documents
+    from hf_seqmodels.training.bert.token_documents import bert_token_documents
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(text_corpus(30, seed=3))
@@ -334,7 +334,7 @@ def test_examples_from_token_files_equal_those_from_documents_in_ram(tokenizer, 
         ours = create_pretraining_examples(mapped[documents], special, max_seq_length=32, seed=1)
         assert isinstance(ours.tokens, np.memmap)
         assert list(ours) == list(create_pretraining_examples(in_ram[documents], special, max_seq_length=32, seed=1))
-    monkeypatch.setattr(token_pairs, "_tokenize_sentences", lambda *a: pytest.fail("tokenised again"))
+    monkeypatch.setattr(token_documents, "_tokenize_sentences", lambda *a: pytest.fail("tokenised again"))
     assert bert_token_documents([corpus], tokenizer, cache_dir=tmp_path / "cache").folder == mapped.folder
     monkeypatch.undo()
     other = train_tokenizer([str(corpus)], kind="wordpiece", vocab_size=60, min_frequency=1,
@@ -346,7 +346,7 @@ def test_examples_from_token_files_equal_those_from_documents_in_ram(tokenizer, 
 
 def test_pretrain_bert_command_tokenises_once_and_resumes_exactly_from_the_token_files(tokenizer, tmp_path,
                                                                                          monkeypatch):
-    from hf_seqmodels.training.core import token_pairs
+    from hf_seqmodels.training.bert import token_documents
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(text_corpus(40, seed=7))
@@ -364,7 +364,7 @@ def test_pretrain_bert_command_tokenises_once_and_resumes_exactly_from_the_token
     straight = run("straight")
     folders = list(cache.iterdir())
     assert [f.name[:5] for f in folders] == ["bert-"]
-    monkeypatch.setattr(token_pairs, "_tokenize_sentences", lambda *a: pytest.fail("tokenised again"))
+    monkeypatch.setattr(token_documents, "_tokenize_sentences", lambda *a: pytest.fail("tokenised again"))
     run("resumed", "--max_steps", "2")
     resumed = run("resumed", "--resume_from_checkpoint", "latest")
     assert resumed["steps"] == straight["steps"] == 4 and list(cache.iterdir()) == folders

@@ -479,7 +479,7 @@ def test_two_processes_with_a_tracker_finish_the_final_report(tokenizer, tmp_pat
 
 
 def test_a_parallel_file_of_another_kind_is_refused_by_both_readers(tmp_path):
-    from hf_seqmodels.training.core.token_pairs import stream_parallel_corpus
+    from hf_seqmodels.training.seq2seq.data import stream_parallel_corpus
 
     for read in (read_parallel_corpus, stream_parallel_corpus):
         with pytest.raises(ValueError, match=r"`train_file`='pairs.csv'.*\.tsv or \.jsonl"):
@@ -490,7 +490,7 @@ def test_a_parallel_file_of_another_kind_is_refused_by_both_readers(tmp_path):
 
 
 def test_length_batches_read_the_same_batches_from_token_files(tokenizer, tmp_path):
-    from hf_seqmodels.training.core.token_pairs import seq2seq_token_pairs
+    from hf_seqmodels.training.seq2seq.token_pairs import seq2seq_token_pairs
 
     corpus = reversal_corpus(90, seed=4)
     (tmp_path / "src.txt").write_text("\n".join(corpus.sources) + "\n")
@@ -513,7 +513,7 @@ def test_length_batches_read_the_same_batches_from_token_files(tokenizer, tmp_pa
 
 
 def test_cli_encodes_training_pairs_once_and_resumes_exactly_from_the_token_files(tokenizer, tmp_path, monkeypatch):
-    from hf_seqmodels.training.core import token_pairs
+    from hf_seqmodels.training.seq2seq import token_pairs
 
     tokenizer.save_pretrained(tmp_path / "tok")
     cache = tmp_path / "cache"
@@ -547,7 +547,7 @@ def test_cli_encodes_training_pairs_once_and_resumes_exactly_from_the_token_file
 
 
 def test_token_files_of_another_tokenizer_or_limit_are_prepared_anew(tokenizer, tmp_path):
-    from hf_seqmodels.training.core.token_pairs import seq2seq_token_pairs
+    from hf_seqmodels.training.seq2seq.token_pairs import seq2seq_token_pairs
 
     corpus = reversal_corpus(30, seed=6)
     (tmp_path / "pairs.tsv").write_text("src\ttgt\n" + "".join(f"{s}\t{t}\n" for s, t in zip(

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from hf_seqmodels.tokenization import train_tokenizer
-from hf_seqmodels.training.core import token_pairs
-from hf_seqmodels.training.core.token_pairs import seq2seq_token_pairs
+from hf_seqmodels.training.seq2seq import token_pairs
 from hf_seqmodels.training.seq2seq.cli import parse_arguments, training_pairs
+from hf_seqmodels.training.seq2seq.token_pairs import seq2seq_token_pairs
 
 PAIRS = [(f"a b c {i} d e", f"x y {i} z") for i in range(50)]
 

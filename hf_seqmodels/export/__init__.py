@@ -7,7 +7,8 @@ runs greedy and beam search, equal to eager ``generate()``, and sampling over th
 the Transformer LM and the Transformer and RNN encoder-decoders.
 """
 
-from .exporting import FORMATS, ExportResult, export_model
+from .exporting import FORMATS, export_model
 from .onnx_generation import OnnxGenerator, export_generation
+from .programs import ExportResult
 
 __all__ = ["FORMATS", "ExportResult", "OnnxGenerator", "export_generation", "export_model"]

@@ -7,7 +7,7 @@
   Transformer LM's ``prefill`` and ``step``, ...): the recurrent state or the key/value cache are plain
   inputs and outputs (``past.*`` in, ``present.*`` out), and the graph that reads the prompt gives the
   forward logits of every prompt position;
-* for any other head (TextCNN, BERT, ...), the forward pass (``model.pte``), as :func:`.exporting.trace` does.
+* for any other head (TextCNN, BERT, ...), the forward pass (``model.pte``), as :func:`.programs.trace` does.
 
 An ExecuTorch program plans its memory ahead of time, so the batch size is fixed (``batch_size``, 1 by default:
 one sequence at a time, as on a device) and every other dynamic dimension has an upper bound (``max_length``,
@@ -25,17 +25,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .exporting import (
+from .onnx_generation import SPEC_FILE, TOKEN_INPUTS, OnnxGenerator, _token_ids
+from .programs import (
     PARITY_TOLERANCE,
     ExportResult,
     ForwardOutputs,
-    _symbolic_shapes,
+    Positional,
     example_inputs,
     max_difference,
     parity_inputs,
+    symbolic_shapes,
     tensor_outputs,
 )
-from .onnx_generation import SPEC_FILE, TOKEN_INPUTS, OnnxGenerator, _Positional, _token_ids
 from .step_graphs import StepGraph, generation_graphs
 
 #: the releases of ``executorch`` this module is written for (1.5 is the first that lowers with torch 2.13)
@@ -82,7 +83,7 @@ def lower_to_pte(module: torch.nn.Module, inputs: dict[str, torch.Tensor], stati
     dims = _bounded_dims(inputs, static, max_length)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        program = torch.export.export(_Positional(module), tuple(inputs.values()), dynamic_shapes=(dims,),
+        program = torch.export.export(Positional(module), tuple(inputs.values()), dynamic_shapes=(dims,),
                                       strict=False)
         lowered = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()]).to_executorch()
     path.write_bytes(lowered.buffer)
@@ -180,7 +181,7 @@ def _export_graphs(model, output_dir: Path, found, batch_size: int, max_length: 
         graph.inputs = {name: t[:batch_size].contiguous() for name, t in graph.inputs.items()}
         path = output_dir / PTE_FILES[graph.role]
         program = lower_to_pte(graph.module, graph.inputs, graph.static, max_length, path)
-        shapes, outputs, _ = _symbolic_shapes(program, list(graph.inputs))
+        shapes, outputs, _ = symbolic_shapes(program, list(graph.inputs))
         spec["graphs"][graph.role] = path.name
         spec["inputs"][graph.role], spec["outputs"][graph.role] = list(graph.inputs), graph.output_names
         if result is None:  # the graph that reads the prompt: the forward logits
@@ -219,7 +220,7 @@ def _export_forward(model, output_dir: Path, inputs, max_length: int, validate: 
     module = ForwardOutputs(model, list(inputs), list(expected))
     path = output_dir / "model.pte"
     program = lower_to_pte(module, inputs, {}, max_length, path)
-    shapes, outputs, dynamic = _symbolic_shapes(program, list(inputs))
+    shapes, outputs, dynamic = symbolic_shapes(program, list(inputs))
     result = ExportResult(path=path, format="executorch", model_class=type(model).__name__, inputs=shapes,
                           outputs=dict(zip(expected, outputs, strict=True)))
     if validate:

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from .beam_search import BeamSearch, log_softmax
+from .programs import Positional, to_onnx
 from .sampling import check_sampling, sample_tokens, warp_logits
 from .step_graphs import StepGraph, generation_graphs
 
@@ -26,28 +27,14 @@ SPEC_FILE = "generation.json"
 TOKEN_INPUTS = ("input_ids", "decoder_input_ids")
 
 
-class _Positional(torch.nn.Module):
-    """``module(*args)`` behind one ``*args`` parameter, the form the ``dynamic_shapes`` of :func:`_export_graph`
-    describe."""
-
-    def __init__(self, module: torch.nn.Module):
-        super().__init__()
-        self.module = module
-
-    def forward(self, *args: torch.Tensor):
-        return self.module(*args)
-
-
 def _export_graph(graph: StepGraph, path: Path) -> None:
     """``torch.export`` of ``graph.module`` with every dimension dynamic except ``graph.static``, then ONNX."""
-    from .exporting import to_onnx
-
     auto, static = torch.export.Dim.AUTO, torch.export.Dim.STATIC
     dims = tuple({i: static if i in graph.static.get(name, ()) else auto for i in range(t.dim())}
                  for name, t in graph.inputs.items())
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        program = torch.export.export(_Positional(graph.module), tuple(graph.inputs.values()), dynamic_shapes=(dims,),
+        program = torch.export.export(Positional(graph.module), tuple(graph.inputs.values()), dynamic_shapes=(dims,),
                                       strict=False)
     to_onnx(program, path, list(graph.inputs), graph.output_names)
 

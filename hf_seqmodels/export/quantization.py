@@ -68,7 +68,7 @@ def quantize_onnx_export(model: nn.Module, result, mode: str = "int8",
     """Replace the ONNX files of ``result`` (an ``ExportResult`` of ``format="onnx"``) by their int8 versions and
     check the int8 forward against ``model`` on inputs of the parity shapes: a largest difference above
     ``tolerance`` times the eager outputs' largest magnitude is an AssertionError."""
-    from .exporting import run_onnx, tensor_outputs
+    from .programs import run_onnx, tensor_outputs
 
     check_mode(mode)
     if result.format != "onnx":
@@ -97,7 +97,7 @@ def quantize_onnx_export(model: nn.Module, result, mode: str = "int8",
 def _inputs_of_shapes(model: nn.Module, names: list[str], shapes: dict[str, tuple] | None) -> dict[str, torch.Tensor]:
     """The family's forward inputs ``names`` (those the program takes) of the given shapes (default: batch 3,
     length 11)."""
-    from .exporting import example_inputs
+    from .programs import example_inputs
 
     ids = (shapes or {}).get("input_ids", (3, 11))
     inputs = example_inputs(model, batch_size=ids[0], seq_length=ids[-1], seed=1)

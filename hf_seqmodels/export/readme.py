@@ -40,7 +40,7 @@ def _usage(result) -> list[str]:
 
 
 def write_readme(result, output_dir: Path) -> Path:
-    """Write ``output_dir/README.md`` for an :class:`~hf_seqmodels.export.exporting.ExportResult`."""
+    """Write ``output_dir/README.md`` for an :class:`~hf_seqmodels.export.programs.ExportResult`."""
     kind = "ONNX (`torch.onnx.export(..., dynamo=True)`)" if result.format == "onnx" else "`torch.export`"
     checked = "onnxruntime" if result.format == "onnx" else "the loaded `torch.export` program"
     lines = [f"# {result.model_class}, exported with {kind}", "",

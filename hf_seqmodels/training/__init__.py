@@ -3,7 +3,7 @@
 * :mod:`.core` – what every run shares: the arguments, the loop (:class:`TrainingLoop`: accelerate,
   optimizer and schedule, logging, evaluation, the time cap), atomic checkpoints that resume exactly,
   stop signals, the launch (DDP, FSDP2, DeepSpeed from ``accelerate launch`` configs), model cards and
-  plots, text loading and the command-line plumbing;
+  plots, text loading, the token-file cache and the command-line plumbing;
 * :mod:`.lm` – causal language modelling with truncated BPTT (``training/train_lm.py``);
 * :mod:`.seq2seq` – encoder-decoders with teacher forcing and BLEU (``training/train_seq2seq.py``);
 * :mod:`.bert` – BERT pretraining, masked LM + next-sentence prediction (``training/pretrain_bert.py``);

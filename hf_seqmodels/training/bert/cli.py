@@ -44,14 +44,15 @@ from ..core.cli import (
     start_run,
 )
 from ..core.text import read_text_file
-from ..core.token_pairs import TokenDocuments, bert_token_documents
 from .data import (
     SpecialIds,
+    TokenDocuments,
     create_pretraining_examples,
     split_documents,
     tokenize_documents,
     tokenizer_training_texts,
 )
+from .token_documents import bert_token_documents
 from .trainer import BERT_DEFAULTS, BertPretrainingArguments, BertPretrainingLoop
 
 logger = get_logger(__name__)
@@ -138,7 +139,7 @@ def held_out_documents(args, count: int) -> int:
 
 def token_documents(args, tokenizer, documents: list[list[str]] | None, accelerator) -> TokenDocuments:
     """Every document's sentences as ids. --train_file text is tokenised once into memory-mapped token files
-    (:func:`~..core.token_pairs.bert_token_documents`: cached under --cache_dir, prepared by each machine's main
+    (:func:`~.token_documents.bert_token_documents`: cached under --cache_dir, prepared by each machine's main
     process, mapped by every process); a --dataset_name's ``documents`` are tokenised in RAM."""
     if args.train_file:
         return bert_token_documents(args.train_file, tokenizer, cache_dir=args.cache_dir,

@@ -17,6 +17,7 @@ The recipe of Devlin et al. (2019) and of Google's ``create_pretraining_data.py`
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 from array import array
@@ -29,7 +30,7 @@ import torch
 
 from ...models.config_utils import invalid
 from ..core.text import pad_right
-from ..core.token_pairs import TokenDocuments, stream_documents
+from ..core.token_files import LINE_BREAKS, TokenSequences, line_pieces
 
 _HEADING = re.compile(r"^\s*=( =)* .* =( =)*\s*$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
@@ -59,6 +60,68 @@ def split_documents(text: str) -> list[list[str]]:
     return [d for d in documents if d]
 
 
+class TokenDocuments:
+    """Documents of tokenised sentences, on disk (:func:`~.token_documents.bert_token_documents`) or in RAM
+    (:meth:`from_lists`): ``documents[d]`` is a ``list`` of sentences (id lists),
+    as :func:`tokenize_documents` returns them. ``sentences`` holds every sentence in order;
+    ``document_offsets`` ``(D + 1,)`` indexes sentences. Slicing documents gives a view. ``documents_read``
+    counts the documents of the text before those without tokens were dropped (None for a view); ``folder``
+    holds the token files (None in RAM)."""
+
+    def __init__(self, sentences: TokenSequences, document_offsets: np.ndarray, documents_read: int | None = None,
+                 folder: Path | None = None):
+        self.sentences, self.document_offsets, self.documents_read = sentences, document_offsets, documents_read
+        self.folder = folder
+
+    @classmethod
+    def from_lists(cls, documents: list[list[list[int]]]) -> TokenDocuments:
+        """The same documents held in RAM as flat ``int64`` arrays (for a corpus that did not come from files)."""
+        sentences = [sentence for document in documents for sentence in document]
+        tokens = np.fromiter(itertools.chain.from_iterable(sentences), dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum([len(s) for s in sentences], dtype=np.int64)])
+        document_offsets = np.concatenate([[0], np.cumsum([len(d) for d in documents], dtype=np.int64)])
+        return cls(TokenSequences(tokens, offsets), document_offsets, len(documents))
+
+    def __len__(self) -> int:
+        return max(len(self.document_offsets) - 1, 0)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                raise ValueError("Documents can be sliced with step 1 only.")
+            return TokenDocuments(self.sentences, self.document_offsets[start : max(start, stop) + 1],
+                                  folder=self.folder)
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"document index {index} out of range for {len(self)} documents")
+        return self.sentences[int(self.document_offsets[index]) : int(self.document_offsets[index + 1])]
+
+    def __iter__(self) -> Iterator[list[list[int]]]:
+        return (self[i] for i in range(len(self)))
+
+
+def stream_documents(path: str | Path) -> Iterator[list[str]]:
+    """The documents of a text file as lists of sentences, one at a time: exactly
+    ``split_documents(read_text_file(path))`` (a first pass looks for WikiText ``= Title =`` lines)."""
+    by_title = any(_is_title(piece.rstrip("".join(LINE_BREAKS))) for piece in line_pieces(path))
+    document: list[str] = []
+    for piece in line_pieces(path):
+        line = piece[:-1] if piece[-1] in LINE_BREAKS else piece
+        stripped = line.strip()
+        heading = by_title and _HEADING.match(line)
+        if (heading and _is_title(line)) or (not stripped and not by_title):
+            if document:
+                yield document
+            document = []
+        if heading or not stripped:
+            continue
+        document.extend(s.strip() for s in _SENTENCE_END.split(stripped) if s.strip())
+    if document:
+        yield document
+
+
 @dataclass(frozen=True)
 class SpecialIds:
     cls: int
@@ -80,7 +143,7 @@ class PairExamples:
     """NSP sentence-pair examples held as spans of a flat id array: example ``i`` is
     ``[CLS] tokens[a0:a1] [SEP] tokens[b0:b1] [SEP]`` with ``spans[i] = (a0, a1, b0, b1)``.
 
-    ``tokens`` is the sentence array of :class:`~..core.token_pairs.TokenDocuments` (a memory map of token
+    ``tokens`` is the sentence array of :class:`TokenDocuments` (a memory map of token
     files, or an array in RAM), so 40 bytes per example stay in RAM and the ids are read when a batch asks.
     Indexing gives the example as a dict of ``input_ids``, ``token_type_ids`` and ``next_sentence_label``
     (0 IsNext, 1 NotNext); slicing gives a view.
@@ -106,7 +169,7 @@ class PairExamples:
 def create_pretraining_examples(documents: TokenDocuments | list[list[list[int]]], special: SpecialIds, *,
                                 max_seq_length: int = 128, short_seq_prob: float = 0.1,
                                 nsp_probability: float = 0.5, seed: int = 0) -> PairExamples:
-    """Sentence-pair examples from tokenised ``documents``: :class:`~..core.token_pairs.TokenDocuments`
+    """Sentence-pair examples from tokenised ``documents``: :class:`TokenDocuments`
     (token files) or lists of sentences of ids.
 
     Each document is walked, gathering sentences until a target length is reached; the chunk is split
@@ -275,11 +338,13 @@ def tokenizer_training_texts(train_files: Iterable[str | Path], held_out: Callab
 __all__ = [
     "PairExamples",
     "SpecialIds",
+    "TokenDocuments",
     "collate_examples",
     "create_pretraining_examples",
     "mask_tokens",
     "special_tokens_mask",
     "split_documents",
+    "stream_documents",
     "tokenize_documents",
     "tokenizer_training_texts",
     "wordpiece_word_starts",

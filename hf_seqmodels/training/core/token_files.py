@@ -18,12 +18,15 @@ later run maps the folder as it is (``overwrite_cache=True`` prepares it again).
 With ``accelerate``, the local main process of each machine prepares the files while the others wait
 (``local_main_process_first``); then every process maps the same files read-only.
 
-This module holds the machinery and the language model's streams (:func:`lm_token_streams`, exactly
-:func:`~.text.tokenize_texts` of :func:`~.text.load_text_splits`'s texts); :mod:`.token_pairs` holds the
-indexed sequences of sequence-to-sequence pairs and of BERT's documents.
+A corpus of items (the sentences of a pair, of a document) is one flat id array and an ``int64`` offsets array
+``(N + 1,)``, as fairseq's binarised data: item ``i`` is ``tokens[offsets[i]:offsets[i + 1]]`` and
+``np.diff(offsets)`` is the length index (:class:`TokenSequences`).
 
-Text is read in blocks of characters and tokenised in batches of line chunks: neither the corpus as one
-``str`` nor its ids as one Python list is ever held.
+This module holds what every task shares; each task prepares its own corpus on it: the language model's streams
+(:mod:`..lm.token_streams`), the sentence pairs of a parallel corpus (:mod:`..seq2seq.token_pairs`) and BERT's
+documents (:mod:`..bert.token_documents`).
+
+Text is read in blocks of characters (:func:`line_pieces`), so the corpus is never held as one ``str``.
 """
 
 from __future__ import annotations
@@ -32,24 +35,18 @@ import contextlib
 import hashlib
 import itertools
 import json
-import math
 import os
 import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
-
-from .text import _invalid
 
 FORMAT_VERSION = 1
 LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")  # what str.splitlines cuts at
 BLOCK_CHARS = 1 << 20  # characters read at a time
-CHUNKS_PER_CALL = 64  # line chunks tokenised per tokenizer call
 
 
 # --------------------------------------------------------------------------- cache folder and key
@@ -230,6 +227,56 @@ def prepare(key: str, build: Callable[[Path], dict], *, cache_dir: str | Path | 
     return folder, meta
 
 
+# --------------------------------------------------------------------------- indexed sequences
+
+
+class TokenSequences:
+    """Sequences of ids stored as one flat array and ``offsets`` ``(N + 1,)``: item ``i`` is
+    ``tokens[offsets[i]:offsets[i + 1]]``. Indexing gives a Python ``list`` of ids (a slice, a list of
+    them), so it stands in for a ``list[list[int]]``; :attr:`lengths` is the length index ``(N,)``."""
+
+    def __init__(self, tokens: np.ndarray, offsets: np.ndarray):
+        self.tokens, self.offsets = tokens, offsets
+
+    def __len__(self) -> int:
+        return max(len(self.offsets) - 1, 0)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"sequence index {index} out of range for {len(self)} sequences")
+        return self.tokens[self.offsets[index] : self.offsets[index + 1]].tolist()
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return (self[i] for i in range(len(self)))
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """``(N,)`` int64: the number of ids of every sequence."""
+        return np.diff(self.offsets)
+
+
+def sequence_writers(folder: Path, name: str, dtype: np.dtype) -> tuple[ArrayWriter, ArrayWriter]:
+    """The writers of sequences ``name``: ids ``<name>.bin`` and offsets ``<name>_offsets.bin`` (opened at 0)."""
+    tokens, offsets = ArrayWriter(folder / f"{name}.bin", dtype), ArrayWriter(folder / f"{name}_offsets.bin", np.int64)
+    offsets.append([0])
+    return tokens, offsets
+
+
+def append_sequences(tokens: ArrayWriter, offsets: ArrayWriter, sequences: list[list[int]]) -> None:
+    """Append ``sequences`` to the writers of :func:`sequence_writers`, each ending at its new offset."""
+    tokens.append(np.fromiter(itertools.chain.from_iterable(sequences), dtype=np.int64))
+    offsets.append(tokens.length - sum(map(len, sequences)) + np.cumsum([len(s) for s in sequences], dtype=np.int64))
+
+
+def map_sequences(folder: Path, name: str, meta: dict) -> TokenSequences:
+    """The :class:`TokenSequences` of the arrays that :func:`sequence_writers` wrote, memory-mapped read-only."""
+    return TokenSequences(map_array(folder, name, meta), map_array(folder, f"{name}_offsets", meta))
+
+
 # --------------------------------------------------------------------------- reading text in blocks
 
 
@@ -252,104 +299,11 @@ def line_pieces(path: str | Path) -> Iterator[str]:
             yield carry
 
 
-def _split_at(pieces: Iterator[str], cut: int) -> tuple[Iterator[str], Iterator[str]]:
-    """The pieces of the first ``cut`` characters and those of the rest, as ``text[:cut]`` and
-    ``text[cut:]`` would split (the piece holding the cut is cut in two). Consume the first fully first."""
-    rest: list[str] = []
-
-    def head() -> Iterator[str]:
-        seen = 0
-        for piece in pieces:
-            if seen + len(piece) <= cut:
-                seen += len(piece)
-                yield piece
-                continue
-            if cut > seen:
-                yield piece[: cut - seen]
-            rest.append(piece[cut - seen :])
-            return
-
-    def tail() -> Iterator[str]:
-        yield from rest
-        yield from pieces
-
-    return head(), tail()
-
-
-def _chunks(pieces: Iterable[str], lines_per_chunk: int) -> Iterator[str]:
-    """Consecutive groups of ``lines_per_chunk`` pieces joined (``text.core.text._line_chunks``)."""
-    iterator = iter(pieces)
-    while group := list(itertools.islice(iterator, lines_per_chunk)):
-        yield "".join(group)
-
-
-def _batched(items: Iterable, size: int) -> Iterator[list]:
+def batched(items: Iterable, size: int) -> Iterator[list]:
+    """Consecutive lists of ``size`` items (the last: fewer)."""
     iterator = iter(items)
     while batch := list(itertools.islice(iterator, size)):
         yield batch
-
-
-def _write_stream(chunks: Iterable[str], tokenizer, writer: ArrayWriter, progress: tqdm) -> None:
-    """Tokenise ``chunks`` (no special tokens) in batches and append their ids, in order, to ``writer``."""
-    for batch in _batched(chunks, CHUNKS_PER_CALL):
-        ids = tokenizer(batch, add_special_tokens=False)["input_ids"]
-        writer.append(np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64))
-        progress.update(sum(len(chunk) for chunk in batch))
-
-
-# --------------------------------------------------------------------------- language modelling
-
-
-@dataclass
-class LMTokenStreams:
-    """A language model's token streams, read-only memory maps ``(L,)`` of ``uint16``/``uint32`` ids."""
-
-    train: np.ndarray
-    validation: np.ndarray
-    folder: Path
-
-
-def lm_token_streams(train_file: str | Path, tokenizer, *, validation_file: str | Path | None = None,
-                     validation_split_percentage: float = 10.0, lines_per_chunk: int = 256,
-                     cache_dir: str | Path | None = None, overwrite_cache: bool = False,
-                     accelerator=None) -> LMTokenStreams:
-    """The training and validation streams of a plain-text LM corpus, tokenised once into token files.
-
-    The ids equal ``tokenize_texts(load_text_splits(train_file, validation_file, ...).train, tokenizer)``
-    (and ``.validation``): without ``validation_file`` the last ``validation_split_percentage`` % of the
-    training file's characters validate; the text is tokenised in chunks of ``lines_per_chunk`` lines
-    without special tokens.
-    """
-    if validation_file is None and not 0.0 < validation_split_percentage < 100.0:
-        raise _invalid("validation_split_percentage", validation_split_percentage,
-                       "a number strictly between 0 and 100")
-    files = [train_file] + ([validation_file] if validation_file else [])
-    arguments = {"lines_per_chunk": lines_per_chunk, "validation_file": validation_file is not None,
-                 "validation_split_percentage": None if validation_file else validation_split_percentage}
-    key = cache_key("lm", {"tokenizer": tokenizer}, files, arguments)
-
-    def build(folder: Path) -> dict:
-        dtype = token_dtype(tokenizer)
-        train_chars = count_characters(train_file)
-        if validation_file:
-            train, validation = line_pieces(train_file), line_pieces(validation_file)
-            total = train_chars + count_characters(validation_file)
-        else:
-            cut = math.floor(train_chars * (100.0 - validation_split_percentage) / 100.0)  # as split_for_validation
-            train, validation = _split_at(line_pieces(train_file), cut)
-            total = train_chars
-        arrays = {}
-        with tqdm(total=total, unit="char", unit_scale=True, desc="Tokenising into token files") as progress:
-            for name, pieces in (("train", train), ("validation", validation)):  # train first: see _split_at
-                writer = ArrayWriter(folder / f"{name}.bin", dtype)
-                _write_stream(_chunks(pieces, lines_per_chunk), tokenizer, writer, progress)
-                arrays[name] = writer.close()
-        if not arrays["train"]["length"] or not arrays["validation"]["length"]:
-            raise ValueError(f"The training or the validation text of {str(train_file)!r} has no tokens.")
-        return {"arrays": arrays}
-
-    folder, meta = prepare(key, build, cache_dir=cache_dir, overwrite_cache=overwrite_cache, accelerator=accelerator)
-    return LMTokenStreams(map_array(folder, "train", meta), map_array(folder, "validation", meta), folder)
 
 
 def dataset_texts(dataset, text_column: str = "text", batch_size: int = 1000) -> Iterator[str]:
@@ -359,80 +313,21 @@ def dataset_texts(dataset, text_column: str = "text", batch_size: int = 1000) ->
         yield from (text or "" for text in batch[text_column])
 
 
-def _text_chunks(texts: Iterable[str], lines_per_chunk: int) -> Iterator[str]:
-    """:func:`~.text._line_chunks` one text at a time: each text cut at line ends into chunks of
-    ``lines_per_chunk`` lines (a chunk never spans two texts)."""
-    for text in texts:
-        lines = text.splitlines(keepends=True)
-        yield from ("".join(lines[i : i + lines_per_chunk]) for i in range(0, len(lines), lines_per_chunk))
-
-
-def dataset_train_texts(train, text_column: str = "text", validation_split_percentage: float | None = None
-                        ) -> Iterator[str]:
-    """The texts of the ``train`` split that train: all of them, or with ``validation_split_percentage`` the
-    first ``100 - p`` % of their characters (as :func:`~.text.split_for_validation` cuts)."""
-    if validation_split_percentage is None:
-        return dataset_texts(train, text_column)
-    total = sum(len(text) for text in dataset_texts(train, text_column))
-    cut = math.floor(total * (100.0 - validation_split_percentage) / 100.0)
-    return _split_at(dataset_texts(train, text_column), cut)[0]
-
-
-def lm_dataset_token_streams(train, tokenizer, *, validation=None, text_column: str = "text",
-                             validation_split_percentage: float = 10.0, lines_per_chunk: int = 256,
-                             cache_dir: str | Path | None = None, overwrite_cache: bool = False,
-                             accelerator=None) -> LMTokenStreams:
-    """:func:`lm_token_streams` of a ``datasets`` dataset's ``train`` (and ``validation``) split, whose Arrow
-    files are memory-mapped already: the ids equal ``tokenize_texts`` of
-    ``load_text_splits(dataset_name=...)``'s texts, written once into token files keyed by the splits' contents
-    (:func:`dataset_identity`) and the tokenizer.
-    The examples are read a batch at a time; no split is held in RAM."""
-    if validation is None and not 0.0 < validation_split_percentage < 100.0:
-        raise _invalid("validation_split_percentage", validation_split_percentage,
-                       "a number strictly between 0 and 100")
-    if text_column not in train.column_names:
-        raise _invalid("text_column", text_column, f"one of the dataset's columns {train.column_names}")
-    arguments = {"lines_per_chunk": lines_per_chunk, "text_column": text_column,
-                 "train": dataset_identity(train, text_column),
-                 "validation": None if validation is None else dataset_identity(validation, text_column),
-                 "validation_split_percentage": None if validation is not None else validation_split_percentage}
-    key = cache_key("lm-dataset", {"tokenizer": tokenizer}, [], arguments)
-
-    def build(folder: Path) -> dict:
-        dtype = token_dtype(tokenizer)
-        train_chars = sum(len(text) for text in dataset_texts(train, text_column))
-        if validation is not None:
-            texts = dataset_texts(train, text_column), dataset_texts(validation, text_column)
-        else:
-            texts = _split_at(dataset_texts(train, text_column),
-                              math.floor(train_chars * (100.0 - validation_split_percentage) / 100.0))
-        arrays = {}
-        with tqdm(total=train_chars, unit="char", unit_scale=True, desc="Tokenising into token files") as progress:
-            for name, split in zip(("train", "validation"), texts, strict=True):  # train first: see _split_at
-                writer = ArrayWriter(folder / f"{name}.bin", dtype)
-                _write_stream(_text_chunks(split, lines_per_chunk), tokenizer, writer, progress)
-                arrays[name] = writer.close()
-        if not arrays["train"]["length"] or not arrays["validation"]["length"]:
-            raise ValueError("The training or the validation text of the dataset has no tokens.")
-        return {"arrays": arrays}
-
-    folder, meta = prepare(key, build, cache_dir=cache_dir, overwrite_cache=overwrite_cache, accelerator=accelerator)
-    return LMTokenStreams(map_array(folder, "train", meta), map_array(folder, "validation", meta), folder)
-
-
 __all__ = [
     "ArrayWriter",
-    "LMTokenStreams",
+    "TokenSequences",
+    "append_sequences",
+    "batched",
     "cache_key",
+    "count_characters",
     "dataset_identity",
     "dataset_texts",
-    "dataset_train_texts",
     "default_cache_dir",
     "line_pieces",
-    "lm_dataset_token_streams",
-    "lm_token_streams",
     "map_array",
+    "map_sequences",
     "prepare",
+    "sequence_writers",
     "token_dtype",
     "tokenizer_fingerprint",
 ]

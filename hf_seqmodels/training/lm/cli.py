@@ -13,8 +13,8 @@ the command line leaves out. The same command runs on one process, under ``accel
 
 A single ``.json`` or ``.yaml`` file of arguments works too: ``python training/train_lm.py args.yaml``.
 
-A ``--train_file`` is tokenised once into cached token files (:mod:`..core.token_files`). A corpus too large for
-that cache is streamed instead (:mod:`..core.streaming`: tokenised as it is read, split by process, resumed at
+A ``--train_file`` is tokenised once into cached token files (:mod:`.token_streams`). A corpus too large for
+that cache is streamed instead (:mod:`.streaming`: tokenised as it is read, split by process, resumed at
 its saved position); a stream has no length, so the run is counted in ``--max_steps``::
 
     python training/train_lm.py --streaming --train_file big.txt --validation_file valid.txt \
@@ -48,10 +48,10 @@ from ..core.cli import (
     parse_command_line,
     start_run,
 )
-from ..core.streaming import load_text_stream, text_stream_splits, tokenize_stream
 from ..core.text import load_dataset_splits
-from ..core.token_files import dataset_train_texts, lm_dataset_token_streams, lm_token_streams
 from .data import tokenizer_training_files
+from .streaming import load_text_stream, text_stream_splits, tokenize_stream
+from .token_streams import dataset_train_texts, lm_dataset_token_streams, lm_token_streams
 from .trainer import LM_DEFAULTS, LMTrainingArguments, LMTrainingLoop
 
 logger = get_logger(__name__)
@@ -160,8 +160,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 def load_token_streams(args, accelerator):
     """``(train ids, validation ids, tokenizer)``, tokenised once into memory-mapped token files (cached and shared
     by every process), so the corpus never has to fit in RAM: a --train_file read in blocks
-    (:func:`..core.token_files.lm_token_streams`), a --dataset_name's memory-mapped Arrow splits read a batch at a
-    time (:func:`..core.token_files.lm_dataset_token_streams`). A new tokenizer is trained by the main process on
+    (:func:`.token_streams.lm_token_streams`), a --dataset_name's memory-mapped Arrow splits read a batch at a
+    time (:func:`.token_streams.lm_dataset_token_streams`). A new tokenizer is trained by the main process on
     the text before the validation split, read from the file itself or from the dataset."""
     files = dict(cache_dir=args.cache_dir, overwrite_cache=args.overwrite_cache, accelerator=accelerator)
     if args.dataset_name:
@@ -185,7 +185,7 @@ def load_token_streams(args, accelerator):
 
 def load_text_stream_splits(args, accelerator):
     """``(training stream, validation ids, tokenizer)`` of a --streaming run: the training text as a ``datasets``
-    IterableDataset (:func:`..core.streaming.load_text_stream`; each process keeps its share when it reads it), the
+    IterableDataset (:func:`.streaming.load_text_stream`; each process keeps its share when it reads it), the
     validation text (--validation_file, else the dataset's validation split; --max_eval_samples examples of it)
     tokenised into RAM."""
     tokenizer = load_tokenizer(args, [], accelerator)

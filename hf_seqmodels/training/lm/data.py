@@ -18,7 +18,7 @@ the text, each once, in a fixed order — the same as "fixed windows" training w
 NNLM and the Transformer LM, whose windows are read alone).
 
 A stream is either a tensor in RAM (:func:`~..core.text.tokenize_texts`) or a read-only ``numpy`` memory
-map of ``uint16``/``uint32`` ids (:func:`~..core.token_files.lm_token_streams`). Rows of a memory map are
+map of ``uint16``/``uint32`` ids (:func:`~.token_streams.lm_token_streams`). Rows of a memory map are
 views of the file, never copies: only the ids of each window are read, and become an int64 tensor.
 """
 
@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ...models.config_utils import invalid
 from ...tokenization import TextFile
-from ..core.text import _invalid
 
 Ids = torch.Tensor | np.ndarray  # a stream in RAM, or a memory map of token files
 
@@ -54,7 +54,7 @@ def batchify(ids: Ids, batch_size: int) -> Ids:
     """Cut the stream ``ids`` ``(L,)`` into ``batch_size`` contiguous rows ``(B, L // B)``: a view, of the
     tensor or of the memory map (nothing is copied)."""
     if batch_size < 1:
-        raise _invalid("batch_size", batch_size, "an integer >= 1")
+        raise invalid("batch_size", batch_size, "an integer >= 1")
     length = len(ids) // batch_size
     if length < 2:
         raise ValueError(
@@ -103,7 +103,7 @@ class StreamWindows:
 
     def __init__(self, streams: Ids, bptt: int, context: int = 0):
         if bptt < 1:
-            raise _invalid("block_size", bptt, "an integer >= 1")
+            raise invalid("block_size", bptt, "an integer >= 1")
         self.streams = streams
         self.bptt = bptt
         self.context = context
@@ -145,7 +145,7 @@ class ShuffledContextWindows:
     def __init__(self, ids: Ids, *, context_size: int, block_size: int, global_batch_size: int,
                  process_index: int = 0, num_processes: int = 1, seed: int = 0, fill_id: int = 0):
         if block_size < 1:
-            raise _invalid("block_size", block_size, "an integer >= 1")
+            raise invalid("block_size", block_size, "an integer >= 1")
         self.ids, self.fill_id = ids, fill_id
         self.context_size, self.block_size = context_size, block_size
         self.global_batch_size, self.seed = global_batch_size, seed
@@ -195,7 +195,7 @@ def tokenizer_training_files(train_file: str | Path, validation_file: str | Path
     if validation_file is not None:
         return [TextFile(train_file)]
     if not 0.0 < validation_split_percentage < 100.0:
-        raise _invalid("validation_split_percentage", validation_split_percentage,
+        raise invalid("validation_split_percentage", validation_split_percentage,
                        "a number strictly between 0 and 100")
     with open(train_file, encoding="utf-8", errors="replace", newline="") as f:  # the trainer names bad bytes
         total = sum(len(block) for block in iter(lambda: f.read(1 << 20), ""))

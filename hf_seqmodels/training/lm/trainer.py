@@ -35,8 +35,8 @@ from ..core.arguments import EngineArguments
 from ..core.cards import engine_card_arguments
 from ..core.launch import make_accelerator
 from ..core.loop import TrainingLoop, perplexity, process_share
-from ..core.streaming import StreamingWindows
 from .data import ShuffledContextWindows, StreamWindows, Window, batchify, shard_rows, stream_slice
+from .streaming import StreamingWindows
 
 logger = get_logger(__name__)
 
@@ -176,7 +176,7 @@ class LMTrainingLoop(TrainingLoop):
     """TBPTT over contiguous streams; the recurrent state is carried (detached) between windows.
 
     ``train_stream`` (a ``datasets.IterableDataset`` with a ``stream_text_column``) replaces ``train_ids``: the
-    windows are then tokenised as the stream is read (:class:`..core.streaming.StreamingWindows`), the run has
+    windows are then tokenised as the stream is read (:class:`.streaming.StreamingWindows`), the run has
     ``max_steps`` updates, and each checkpoint gets every process's stream position beside it
     (``stream-rank-{i}.json``), from which a resumed run continues without re-reading what it consumed.
     """

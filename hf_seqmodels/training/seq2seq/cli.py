@@ -58,8 +58,7 @@ from ..core.cli import (
 )
 from ..core.plotting import plot_attention
 from ..core.run_files import save_metrics
-from ..core.token_files import _batched
-from ..core.token_pairs import encode_pair_batches, seq2seq_token_pairs
+from ..core.token_files import batched
 from .data import (
     EncodedPairs,
     ParallelCorpus,
@@ -68,6 +67,7 @@ from .data import (
     read_parallel_corpus,
     tokenizer_training_text,
 )
+from .token_pairs import encode_pair_batches, seq2seq_token_pairs
 from .trainer import SEQ2SEQ_DEFAULTS, Seq2SeqTrainingArguments, Seq2SeqTrainingLoop, evaluate_bleu
 
 logger = get_logger(__name__)
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 def training_pairs(args, read_train: Callable[[], ParallelCorpus], tokenizer, source_tokenizer, accelerator):
     """``(encoded training pairs, pairs read)``. Pairs from files are encoded once into memory-mapped token
-    files (:func:`~..core.token_pairs.seq2seq_token_pairs`: cached under --cache_dir, prepared by each machine's
+    files (:func:`~.token_pairs.seq2seq_token_pairs`: cached under --cache_dir, prepared by each machine's
     main process, mapped by every process), so the corpus never has to fit in RAM; a --dataset_name is encoded
     in RAM. Both give the ids of :func:`~.data.encode_corpus` (pairs longer than the limits dropped)."""
     options = dict(source_tokenizer=source_tokenizer, max_source_length=args.max_source_length,
@@ -280,7 +280,7 @@ def training_pairs(args, read_train: Callable[[], ParallelCorpus], tokenizer, so
         corpus = read_train()
         if not workers or workers < 2:
             return encode_corpus(corpus, tokenizer, **options), len(corpus)
-        batches = _batched(zip(corpus.sources, corpus.targets, strict=True), 4096)
+        batches = batched(zip(corpus.sources, corpus.targets, strict=True), 4096)
         parts = list(encode_pair_batches(batches, tokenizer, workers, **options))
         return EncodedPairs([s for p in parts for s in p.sources], [t for p in parts for t in p.targets]), len(corpus)
     pairs = seq2seq_token_pairs(tokenizer, file, source_file=source_file, target_file=target_file,

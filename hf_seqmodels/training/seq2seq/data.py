@@ -16,7 +16,7 @@ saved with the causal ``<bos> A`` template is used through a copy switched to it
 (:func:`~hf_seqmodels.tokenization.with_special_token_switches`). The model's decoder starts from
 ``decoder_start_token_id``. Sources are encoded with the source tokenizer when the model has
 separate source and target vocabularies, else with the one shared tokenizer. A training corpus from
-files is encoded once into memory-mapped token files (:func:`~..core.token_pairs.seq2seq_token_pairs`,
+files is encoded once into memory-mapped token files (:func:`~.token_pairs.seq2seq_token_pairs`,
 the same ids as :func:`encode_corpus`). :class:`LengthBatches` groups sentences of similar length
 (sorted by source then target length, from the length index alone) into batches of a fixed number of
 sentences or of at most ``max_tokens`` padded tokens, and visits the batches in a new order every
@@ -124,6 +124,54 @@ def read_parallel_corpus(file: str | None = None, *, source_file: str | None = N
     return ParallelCorpus(_read_lines(Path(source_file)), _read_lines(Path(target_file)))
 
 
+def _stream_tsv(path: Path, source_field: str, target_field: str) -> Iterator[tuple[str, str]]:
+    with _open_text(path) as f:
+        rows = (row for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if row)
+        if source_field.isdigit() and target_field.isdigit():
+            columns = int(source_field), int(target_field)
+        else:
+            header = next(rows, [])
+            missing = [name for name in (source_field, target_field) if name not in header]
+            if missing:
+                raise KeyError(f"{str(path)!r}: no column {missing[0]!r} in the header {header}.")
+            columns = header.index(source_field), header.index(target_field)
+        for number, row in enumerate(rows, start=1):
+            if len(row) <= max(columns):
+                raise ValueError(f"{str(path)!r}: row {number} has fewer than {max(columns) + 1} columns.")
+            yield row[columns[0]], row[columns[1]]
+
+
+def _stream_jsonl(path: Path, source_field: str, target_field: str) -> Iterator[tuple[str, str]]:
+    with _open_text(path) as f:
+        for number, line in enumerate(f, start=1):
+            if line.strip():
+                record = json.loads(line)
+                yield _field(record, source_field, path, number), _field(record, target_field, path, number)
+
+
+def _stream_aligned(source_file: Path, target_file: Path) -> Iterator[tuple[str, str]]:
+    with _open_text(source_file) as sources, _open_text(target_file) as targets:
+        for number, (source, target) in enumerate(itertools.zip_longest(sources, targets), start=1):
+            if source is None or target is None:
+                shorter = source_file if source is None else target_file
+                raise ValueError(f"A parallel corpus needs as many targets as sources: {str(shorter)!r} ends "
+                                 f"at line {number - 1}.")
+            yield source.rstrip("\r\n"), target.rstrip("\r\n")
+
+
+def stream_parallel_corpus(file: str | None = None, *, source_file: str | None = None,
+                           target_file: str | None = None, source_field: str = "source",
+                           target_field: str = "target") -> Iterator[tuple[str, str]]:
+    """``(source, target)`` pairs read one line at a time, as :func:`read_parallel_corpus`
+    reads them all."""
+    if file is not None:
+        stream = _stream_jsonl if parallel_file_kind(file) == ".jsonl" else _stream_tsv
+        return stream(Path(file), source_field, target_field)
+    if source_file is None or target_file is None:
+        raise ValueError("Give a .tsv/.jsonl file, or both a source file and a target file.")
+    return _stream_aligned(Path(source_file), Path(target_file))
+
+
 def tokenizer_training_text(sides: tuple[str, ...], file: str | None = None, *, source_file: str | None = None,
                             target_file: str | None = None, source_field: str = "source",
                             target_field: str = "target", max_pairs: int | None = None
@@ -140,8 +188,6 @@ def tokenizer_training_text(sides: tuple[str, ...], file: str | None = None, *, 
 
 def _side_texts(sides: tuple[str, ...], file: str | None, source_file: str | None, target_file: str | None,
                 source_field: str, target_field: str, max_pairs: int | None) -> Iterator[str]:
-    from ..core.token_pairs import stream_parallel_corpus
-
     for side in sides:
         column = 0 if side == "sources" else 1
         pairs = stream_parallel_corpus(file, source_file=source_file, target_file=target_file,
@@ -226,7 +272,7 @@ def collate_pairs(sources: list[list[int]], targets: list[list[int]] | None, pad
 
 def pair_lengths(pairs) -> tuple[np.ndarray, np.ndarray]:
     """``(source lengths, target lengths)``, each ``(N,)`` int64: the length index of token files
-    (:class:`~..core.token_pairs.TokenPairs`) or the lengths of in-RAM :class:`EncodedPairs`."""
+    (:class:`~.token_pairs.TokenPairs`) or the lengths of in-RAM :class:`EncodedPairs`."""
     sides = (pairs.sources, pairs.targets)
     if all(hasattr(side, "lengths") for side in sides):
         return sides[0].lengths, sides[1].lengths
@@ -236,7 +282,7 @@ def pair_lengths(pairs) -> tuple[np.ndarray, np.ndarray]:
 class LengthBatches:
     """Batches of sentence pairs of similar length, in a seeded random order per epoch.
 
-    ``pairs`` are :class:`EncodedPairs` in RAM or :class:`~..core.token_pairs.TokenPairs` read from
+    ``pairs`` are :class:`EncodedPairs` in RAM or :class:`~.token_pairs.TokenPairs` read from
     memory-mapped token files; only their length index is held, and a batch reads its own pairs.
     The pairs are sorted by (source length, target length) (a stable sort) and cut into global
     batches of ``batch_size`` pairs, or of as many pairs as fit in ``max_tokens`` padded tokens

@@ -34,8 +34,8 @@ from ...models.cross_entropy import summed_cross_entropy
 from ..core.arguments import EngineArguments
 from ..core.launch import make_accelerator
 from ..core.loop import TrainingLoop, perplexity, process_share, share_counts
-from ..core.token_pairs import TokenPairs
 from .data import EncodedPairs, LengthBatches, collate_pairs
+from .token_pairs import TokenPairs
 
 #: the task's values of what neither the command line nor a recipe sets
 SEQ2SEQ_DEFAULTS = {"per_device_train_batch_size": 64, "per_device_eval_batch_size": 64, "generation_max_length": 128}

@@ -1,6 +1,6 @@
 """Streaming text: a ``datasets`` IterableDataset tokenised on the fly into fixed windows, split by rank, resumable.
 
-For corpora that the token files (:mod:`.token_files`) should not copy to disk: the text is read as a stream of
+For corpora that the token files (:mod:`.token_streams`) should not copy to disk: the text is read as a stream of
 examples (:func:`load_text_stream`: ``load_dataset("text", data_files=..., streaming=True)`` for local files, the
 same call with a Hub dataset name online), each process keeps its share of the examples
 (``datasets.distributed.split_dataset_by_node``: whole shards when the shards divide evenly among the processes,
@@ -13,7 +13,7 @@ complete examples in stream order. Window ``k`` has inputs ``row[k*T : k*T+T]`` 
 ``row[k*T+1 : k*T+T+1]`` of every row (``T = block_size``): consecutive windows continue each row, so a
 recurrent model carries its state from one window to the next (truncated BPTT) and a Transformer LM reads
 contiguous ``T``-token contexts. With one row and one process this is exactly the token-file path's
-:class:`~..lm.data.StreamWindows` over the same ids. When the stream ends, the next pass starts from its
+:class:`~.data.StreamWindows` over the same ids. When the stream ends, the next pass starts from its
 first example (``set_epoch(pass)``), so a run of ``--max_steps`` updates never runs dry.
 
 **Resume.** The position after ``windows`` windows is ``(pass, examples consumed, each row's leftover ids)``
@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from .text import _invalid
+from ...models.config_utils import invalid
 
 
 def load_text_stream(train_file: str | list[str] | None = None, *, dataset_name: str | None = None,
@@ -69,7 +69,7 @@ def _token_lists(examples: Iterator[dict], tokenizer, text_column: str, examples
     """The ids of each example's ``text_column``, tokenised ``examples_per_call`` examples at a time."""
     while batch := list(itertools.islice(examples, examples_per_call)):
         if text_column not in batch[0]:
-            raise _invalid("text_column", text_column, f"one of the stream's columns {sorted(batch[0])}")
+            raise invalid("text_column", text_column, f"one of the stream's columns {sorted(batch[0])}")
         yield from tokenizer([example[text_column] for example in batch], add_special_tokens=False)["input_ids"]
 
 
@@ -93,7 +93,7 @@ class StreamPosition:
 
 @dataclass(frozen=True)
 class StreamWindow:
-    """One batch of streamed windows (the fields of :class:`~..lm.data.Window`): ``input_ids`` and ``labels``
+    """One batch of streamed windows (the fields of :class:`~.data.Window`): ``input_ids`` and ``labels``
     ``(rows, T)``; ``context`` is always None (the trainer carries the model's state)."""
 
     input_ids: torch.Tensor
@@ -123,9 +123,9 @@ class StreamingWindows:
         for name, value in (("per_device_train_batch_size", rows), ("block_size", block_size),
                             ("max_steps", num_windows)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise _invalid(name, value, "an integer >= 1 for a streamed run")
+                raise invalid(name, value, "an integer >= 1 for a streamed run")
         if not 0 <= process_index < num_processes:
-            raise _invalid("process_index", process_index, f"an integer in [0, {num_processes})")
+            raise invalid("process_index", process_index, f"an integer in [0, {num_processes})")
         if num_processes > 1:
             from datasets.distributed import split_dataset_by_node
 

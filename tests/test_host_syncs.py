@@ -159,10 +159,12 @@ def test_bert_updates_read_nothing_back_from_the_device(device, tmp_path, monkey
 
 def test_a_checkpoint_records_every_loss_read_in_order(tmp_path, monkeypatch):
     """The losses kept on the device are read at a checkpoint between logging steps: its state holds the sum,
-    count and losses to log of reading each update's loss as it came, to the last bit."""
+    count and losses to log of reading each update's loss as it came, to the last bit (also when the losses not
+    read yet were joined into one tensor on the way)."""
     tokenizer = char_tokenizer(CORPUS)
     ids = tokenize_texts([CORPUS], tokenizer)
     losses: list[float] = []
+    monkeypatch.setattr(TrainingLoop, "unread_chunk", 1)
     train_step = TrainingLoop.train_step
     monkeypatch.setattr(TrainingLoop, "train_step", lambda loop, batches: (
         loss := train_step(loop, batches), losses.append(float(loss)))[0])

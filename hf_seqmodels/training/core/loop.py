@@ -88,6 +88,8 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
     plot_title = "Training"
     #: whether the task reads its batches through a ``DataLoader`` (``--dataloader_num_workers``)
     uses_dataloader = False
+    #: past this many losses not read yet, they are joined into one tensor: a run that logs rarely holds few of them
+    unread_chunk = 1024
 
     def __init__(self, model, tokenizer, args: EngineArguments, accelerator: Accelerator):
         self.deepspeed = accelerator.distributed_type == DistributedType.DEEPSPEED
@@ -211,7 +213,9 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
     def _record_loss(self, loss: torch.Tensor) -> float | None:
         """Keep the update's ``loss`` on the device; at a logging step, read and log the losses since the last
         one. Returns the loss once read (at a logging step), None before."""
-        self.unread_losses.append(loss)
+        self.unread_losses.append(loss.reshape(1))
+        if len(self.unread_losses) > self.unread_chunk:
+            self.unread_losses = [torch.cat(self.unread_losses)]
         if self.state.global_step % self.logging_steps:
             return None
         read = self.read_losses()
@@ -224,7 +228,7 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
         every loss at its own update would have recorded. Returns them."""
         if not self.unread_losses:
             return []
-        read = torch.stack(self.unread_losses).tolist()
+        read = torch.cat(self.unread_losses).tolist()
         self.unread_losses.clear()
         for loss in read:
             self.state.train_loss_sum += loss

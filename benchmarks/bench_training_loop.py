@@ -17,12 +17,12 @@ constant learning rate, no weight decay), same gradient clipping (norm 1.0), sam
 ``TrainingLoop.train_epoch`` over an epoch of exactly ``--steps`` windows, followed by ``end_epoch`` (which
 drops the carried state; with no evaluation and no checkpoint due it does nothing else). ``train_epoch`` is
 all that ``TrainingLoop.run`` repeats per update: the stop-signal check, reading the window, ``train_step``
-(forward, backward, clipping, optimizer and scheduler steps, ``reduce(...).item()``), the loss record and
-its logging, the progress bar, the evaluation/checkpoint/time-cap checks. What ``run`` does once per run
-(resuming, the final evaluation, the final checkpoint, the model card) is left out, as the reference has
-none of it. Rounds of the two sides alternate (A B, B A, ...); the ratio is the median over rounds of
-(ours / reference) of rounds that ran next to each other. Before timing, the script checks that the two
-sides did the same work: after the warmup round the weights of both models must agree.
+(forward, backward, clipping, optimizer and scheduler steps, ``reduce(...)``), the loss record (kept on the
+device, read back at logging steps) and its logging, the progress bar, the evaluation/checkpoint/time-cap
+checks. What ``run`` does once per run (resuming, the final evaluation, the final checkpoint, the model card)
+is left out, as the reference has none of it. Rounds of the two sides alternate (A B, B A, ...); the ratio is
+the median over rounds of (ours / reference) of rounds that ran next to each other. Before timing, the script
+checks that the two sides did the same work: after the warmup round the weights of both models must agree.
 
 Two ratios are printed: of wall time, and of the process's CPU time (with ``--threads 1`` that is the wall
 time less the slices other processes took from the core, so it moves much less on a busy machine).
@@ -196,9 +196,9 @@ def loop_extras(loop: LMTrainingLoop, repeats: int = 5, number: int = 2000) -> d
         "micro_batch_weights([window])": lambda: loop.micro_batch_weights([window]),
         "sync flag (_set_sync_gradients)": lambda: loop.accelerator.gradient_state._set_sync_gradients(True),
         "loss * weight": lambda: loss * 1.0,
-        "reduce(total, 'mean').item()": lambda: loop.accelerator.reduce(loss, reduction="mean").item(),
+        "reduce(total, 'mean')": lambda: loop.accelerator.reduce(loss, reduction="mean"),
         "scheduler.get_last_lr() + step()": lambda: (loop.scheduler.get_last_lr(), loop.scheduler.step()),
-        "_record_loss (no log due)": lambda: loop._record_loss(1.5),
+        "_record_loss (no log due)": lambda: loop._record_loss(loss),
         "progress update + set_postfix": lambda: (progress.update(1), progress.set_postfix(loss="1.500", epoch=0)),
         "evaluate/save/done/time-cap checks": lambda: (loop.maybe_evaluate_and_save("steps"), loop.done(),
                                                        loop.out_of_time(time.monotonic())),

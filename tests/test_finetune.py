@@ -295,6 +295,7 @@ def test_processes_share_a_global_batch_and_weight_their_loss_by_its_labelled_to
                                  num_processes=num_processes)
         batch = batches.batch(1, epoch=2)
         total, local = batch.pop("num_targets"), batch.pop("local_targets")
+        assert batch.pop("num_tokens") == int(batch["attention_mask"].sum())  # counted on the CPU, for tokens_seen
         model.zero_grad()
         (model(**batch).loss * (local * num_processes / total)).backward()
         return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])

@@ -103,8 +103,8 @@ def test_an_accumulated_update_equals_one_update_over_the_union(cls, sizes, tmp_
     batches = RowBatches(sizes)
     accumulated = loop(cls, copy.deepcopy(model), batches, tmp_path / "a", accumulation=len(sizes))
     whole = loop(cls, copy.deepcopy(model), union(batches, list(range(len(sizes)))), tmp_path / "b")
-    loss_a = accumulated.train_step([batches.batch(i) for i in range(len(sizes))])
-    loss_b = whole.train_step([whole.batches.batch(0)])
+    loss_a = accumulated.train_step([batches.batch(i) for i in range(len(sizes))]).item()  # kept on the device
+    loss_b = whole.train_step([whole.batches.batch(0)]).item()
     assert loss_a == pytest.approx(loss_b, rel=1e-6)
     for a, b in zip(accumulated.model.parameters(), whole.model.parameters(), strict=True):
         torch.testing.assert_close(a, b)
@@ -118,8 +118,8 @@ def test_unequal_batches_weighted_equally_would_differ(tmp_path):
     batches = RowBatches([3, 5])
     naive = loop(MeanLoss, copy.deepcopy(model), batches, tmp_path / "a", accumulation=2)
     whole = loop(MeanLoss, copy.deepcopy(model), union(batches, [0, 1]), tmp_path / "b")
-    assert naive.train_step([batches.batch(0), batches.batch(1)]) != pytest.approx(
-        whole.train_step([whole.batches.batch(0)]), rel=1e-3)
+    assert naive.train_step([batches.batch(0), batches.batch(1)]).item() != pytest.approx(
+        whole.train_step([whole.batches.batch(0)]).item(), rel=1e-3)
 
 
 def test_an_epoch_of_five_batches_makes_three_updates_of_two_two_and_one(tmp_path):

@@ -132,6 +132,9 @@ def test_batches_are_seeded_and_two_processes_split_one_global_batch(tokenizer):
     assert torch.equal(torch.cat([halves[0]["labels"], halves[1]["labels"]]),
                        torch.cat([full["labels"][0::2], full["labels"][1::2]]))
     assert halves[0]["num_masked"] == full["num_masked"] == int((full["labels"] != -100).sum())
+    for half in halves:  # this process's counts, made on the CPU
+        assert half["local_masked"] == int((half["labels"] != -100).sum())
+        assert half["num_tokens"] == int(half["attention_mask"].sum())
 
 
 def test_pretraining_lowers_the_loss_and_resumes_exactly(tokenizer, tmp_path):

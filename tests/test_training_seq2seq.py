@@ -186,6 +186,7 @@ def test_two_process_shards_make_up_the_global_batch_and_its_gradient():
         parts = [s.batch(index, epoch=2) for s in shards]
         assert sorted(_rows(parts[0]) + _rows(parts[1])) == sorted(_rows(full))
         assert parts[0]["num_items_in_batch"] == parts[1]["num_items_in_batch"] == full["num_items_in_batch"]
+        assert [p["num_tokens"] for p in parts] == [int((p["labels"] != -100).sum()) for p in parts]
         reference = grad_of(full)
         weights = [ddp_token_weight(int((p["labels"] != -100).sum()), p["num_items_in_batch"], 2) for p in parts]
         averaged = (grad_of(parts[0], weights[0]) + grad_of(parts[1], weights[1])) / 2  # what DDP computes

@@ -89,12 +89,16 @@ class MaskedPairBatches:
         return batch
 
     def batch(self, index: int, epoch: int = 0) -> dict[str, Any]:
-        """This process's rows of masked global batch ``index``; ``num_masked``/``num_pairs`` count the global batch."""
+        """This process's rows of masked global batch ``index``; ``num_masked``/``num_pairs`` count the global batch,
+        ``local_masked`` and ``num_tokens`` (not padding) these rows: counted here, on the CPU, as counting them on
+        the device would make the host wait for it."""
         picks = self._permutation(epoch)[index * self.batch_size : (index + 1) * self.batch_size]
         full = self.masked([self.examples[int(i)] for i in picks], seed=hash((self.seed, epoch, index)) % 2**63)
         mine = {k: v[self.process_index :: self.num_processes] for k, v in full.items()}
         mine["num_masked"] = int((full["labels"] != -100).sum())
         mine["num_pairs"] = len(picks)
+        mine["local_masked"] = int((mine["labels"] != -100).sum())
+        mine["num_tokens"] = int(mine["attention_mask"].sum())
         return mine
 
 
@@ -160,13 +164,13 @@ class BertPretrainingLoop(TrainingLoop):
 
     def compute_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, int]:
         num_masked, num_pairs = batch.pop("num_masked"), batch.pop("num_pairs")
-        batch = {k: v.to(self.accelerator.device) for k, v in batch.items()}
+        local_masked, num_tokens = batch.pop("local_masked"), batch.pop("num_tokens")
+        batch = {k: v.to(self.accelerator.device, non_blocking=True) for k, v in batch.items()}
         out = self.model(**batch, masked_positions_only=self.args.masked_positions_only)
-        local_masked, local_pairs, world = int((batch["labels"] != -100).sum()), len(batch["input_ids"]), \
-            self.accelerator.num_processes
+        local_pairs, world = len(batch["input_ids"]), self.accelerator.num_processes
         # DDP averages the processes' gradients: weight each mean loss by this process's share
         loss = out.mlm_loss * (local_masked * world / num_masked) + out.nsp_loss * (local_pairs * world / num_pairs)
-        return loss, int(batch["attention_mask"].sum())
+        return loss, num_tokens
 
     def micro_batch_weights(self, batches: list[dict[str, Any]]) -> list[float]:
         return share_counts(batches, ("num_masked", "num_pairs"))

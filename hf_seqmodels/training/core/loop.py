@@ -88,6 +88,8 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
     plot_title = "Training"
     #: whether the task reads its batches through a ``DataLoader`` (``--dataloader_num_workers``)
     uses_dataloader = False
+    #: past this many losses not read yet, they are joined into one tensor: a run that logs rarely holds few of them
+    unread_chunk = 1024
 
     def __init__(self, model, tokenizer, args: EngineArguments, accelerator: Accelerator):
         self.deepspeed = accelerator.distributed_type == DistributedType.DEEPSPEED
@@ -134,6 +136,8 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
         self.final_results: dict[str, Any] = {}  # what train() returned
         self.training_data: str | None = None  # the model card's sentence about the data
         self.tokens_seen = 0
+        #: the updates' losses still on the device: read back together at the next logging step or checkpoint
+        self.unread_losses: list[torch.Tensor] = []
         self.last_lr = args.learning_rate
         self.last_checkpoint_step = -1
         self.last_checkpoint: Path | None = None
@@ -151,7 +155,9 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
         raise NotImplementedError
 
     def compute_loss(self, batch) -> tuple[torch.Tensor, int]:
-        """``(loss to back-propagate, number of target tokens in this process's batch)``."""
+        """``(loss to back-propagate, number of target tokens in this process's batch)``. The number comes from
+        the batch as made on the CPU (its shapes, or a count its maker added): counting the tokens of a batch
+        already on the device would make the host wait for the device at every update."""
         raise NotImplementedError
 
     def evaluate_metrics(self, model) -> dict[str, float]:
@@ -175,9 +181,11 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
         return None
 
     # ---- one update
-    def train_step(self, batches: list) -> float:
+    def train_step(self, batches: list) -> torch.Tensor:
         """One update on ``batches`` (their gradients summed, their losses weighted by
-        :meth:`micro_batch_weights`); returns the update's loss averaged over processes."""
+        :meth:`micro_batch_weights`); returns the update's loss averaged over processes, a detached tensor on
+        the device: reading it here would make the host wait for the device to finish the update before it
+        queues the next one (:meth:`read_losses` reads them at logging steps and checkpoints)."""
         total = 0.0
         for i, (batch, weight) in enumerate(zip(batches, self.micro_batch_weights(batches), strict=True)):
             last = i == len(batches) - 1
@@ -197,20 +205,40 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
         self.last_lr = self.scheduler.get_last_lr()[0]  # the rate this update used
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return self.accelerator.reduce(total, reduction="mean").item()
+        return self.accelerator.reduce(total, reduction="mean")
 
     def _epoch_progress(self) -> float:
         return round(self.state.epoch + self.state.window / len(self.batches), 4)
 
-    def _record_loss(self, loss: float) -> None:
-        self.state.train_loss_sum += loss
-        self.state.train_loss_count += 1
-        self.state.pending_losses.append(loss)
-        if self.state.global_step % self.logging_steps == 0:
-            self.flush_losses()
+    def _record_loss(self, loss: torch.Tensor) -> float | None:
+        """Keep the update's ``loss`` on the device; at a logging step, read and log the losses since the last
+        one. Returns the loss once read (at a logging step), None before."""
+        self.unread_losses.append(loss.reshape(1))
+        if len(self.unread_losses) > self.unread_chunk:
+            self.unread_losses = [torch.cat(self.unread_losses)]
+        if self.state.global_step % self.logging_steps:
+            return None
+        read = self.read_losses()
+        self.flush_losses()
+        return read[-1]
+
+    def read_losses(self) -> list[float]:
+        """Read the losses still on the device back in one transfer and count them, in order, into the state
+        (the run's mean training loss, the losses to log next): what a checkpoint then records is what reading
+        every loss at its own update would have recorded. Returns them."""
+        if not self.unread_losses:
+            return []
+        read = torch.cat(self.unread_losses).tolist()
+        self.unread_losses.clear()
+        for loss in read:
+            self.state.train_loss_sum += loss
+            self.state.train_loss_count += 1
+            self.state.pending_losses.append(loss)
+        return read
 
     def flush_losses(self) -> None:
         """Log the mean of the losses not logged yet (also the last steps of a run, at its end)."""
+        self.read_losses()
         pending = self.state.pending_losses
         if not pending:
             return
@@ -240,6 +268,7 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
 
     def save_checkpoint(self) -> Path | None:
         """Checkpoint the current step (once: a second call at the same step does nothing); returns its path."""
+        self.read_losses()  # the state it records counts every update's loss
         if self.last_checkpoint_step == self.state.global_step:
             return self.last_checkpoint
         model, optimizer_state = self.model, None
@@ -349,9 +378,10 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
             loss = self.train_step([self.batches.batch(index, self.state.epoch) for index in indices])
             self.state.global_step += 1
             self.state.window = indices[-1] + 1
-            self._record_loss(loss)
+            read = self._record_loss(loss)
             progress.update(1)
-            progress.set_postfix(loss=f"{loss:.3f}", epoch=self.state.epoch)
+            if read is not None:  # the loss is shown when it is read, at logging steps
+                progress.set_postfix(loss=f"{read:.3f}", epoch=self.state.epoch)
             if self.state.window == len(self.batches):
                 return False
             self.maybe_evaluate_and_save("steps")
@@ -417,6 +447,7 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
 
     def results(self, train_seconds: float) -> dict[str, Any]:
         """The run's final figures: mean training loss, the last evaluation, steps, epochs and timing."""
+        self.read_losses()
         count = self.state.train_loss_count
         return {
             "train_loss": self.state.train_loss_sum / count if count else math.nan,

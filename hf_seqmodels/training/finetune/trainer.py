@@ -80,12 +80,15 @@ class FeatureBatches:
 
     def batch(self, index: int, epoch: int = 0) -> dict[str, Any]:
         """This process's rows of global batch ``index``, collated; ``num_targets`` counts the global batch's
-        targets and ``local_targets`` this process's."""
+        targets and ``local_targets`` this process's, ``num_tokens`` its tokens (not padding): counted here, on the
+        CPU, as counting them on the device would make the host wait for it."""
         picks = self._permutation(epoch)[index * self.batch_size : (index + 1) * self.batch_size].tolist()
         mine = picks[self.process_index :: self.num_processes]
         batch = dict(self.collator([self.rows[i] for i in mine]))
         batch["num_targets"] = int(self.targets[picks].sum())
         batch["local_targets"] = int(self.targets[mine].sum())
+        mask = batch.get("attention_mask")
+        batch["num_tokens"] = int(mask.sum()) if mask is not None else batch["input_ids"].numel()
         return batch
 
 
@@ -123,14 +126,14 @@ class FinetuneTrainingLoop(TrainingLoop):
                               seed=args.seed, process_index=acc.process_index, num_processes=acc.num_processes)
 
     def compute_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, int]:
-        total, local = batch.pop("num_targets"), batch.pop("local_targets")
-        batch = {k: v.to(self.accelerator.device) for k, v in batch.items()}
+        total, local, num_tokens = batch.pop("num_targets"), batch.pop("local_targets"), batch.pop("num_tokens")
+        batch = {k: v.to(self.accelerator.device, non_blocking=True) for k, v in batch.items()}
         out = self.model(**batch)
         if local == 0:  # nothing to learn in these rows (every label -100): a zero that keeps the graph for DDP
             loss = sum(t.sum() for t in out.values() if torch.is_tensor(t) and t.requires_grad) * 0.0
         else:  # DDP averages the processes' gradients: weight this process's mean by its share of the targets
             loss = out.loss * (local * self.accelerator.num_processes / total)
-        return loss, int(batch["attention_mask"].sum()) if "attention_mask" in batch else batch["input_ids"].numel()
+        return loss, num_tokens
 
     def micro_batch_weights(self, batches: list[dict[str, Any]]) -> list[float]:
         return share_counts(batches, ("num_targets",))

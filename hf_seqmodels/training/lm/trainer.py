@@ -241,14 +241,14 @@ class LMTrainingLoop(TrainingLoop):
         if not self.stateful:
             return {"use_cache": False}
         if window.context is not None:
-            return {**cache_field(RecurrentState((window.context.to(self.accelerator.device),), 0)),
+            return {**cache_field(RecurrentState((window.context.to(self.accelerator.device, non_blocking=True),), 0)),
                     "use_cache": True}
         return {**cache_field(self.carried), "use_cache": True}
 
     def compute_loss(self, window: Window) -> tuple[torch.Tensor, int]:
-        device = self.accelerator.device
-        out = self.model(window.input_ids.to(device), shift_labels=window.labels.to(device),
-                         **self._state_kwargs(window))
+        device = self.accelerator.device  # non-blocking copies: a blocking one waits for the previous update
+        out = self.model(window.input_ids.to(device, non_blocking=True),
+                         shift_labels=window.labels.to(device, non_blocking=True), **self._state_kwargs(window))
         state = output_cache(out)
         self.carried = state.detach() if self.batches.carries_state and state is not None else None
         return out.loss, window.labels.numel()

@@ -351,12 +351,14 @@ class LengthBatches:
 
     def batch(self, index: int, epoch: int = 0) -> dict[str, torch.Tensor]:
         """This process's rows of global batch ``index`` of ``epoch``, collated; ``num_items_in_batch`` is
-        the number of target tokens of the whole global batch (all processes)."""
+        the number of target tokens of the whole global batch (all processes), ``num_tokens`` of these rows
+        (counted here, on the CPU: on the device the count would make the host wait for it)."""
         group = self.group(int(self._permutation(epoch)[index]))
         rows = group[self.process_index :: self.num_processes].tolist()
         batch = collate_pairs([self.pairs.sources[i] for i in rows], [self.pairs.targets[i] for i in rows],
                               self.pad_token_id)
         batch["num_items_in_batch"] = int(self.target_lengths[group].sum())
+        batch["num_tokens"] = int(self.target_lengths[rows].sum())
         return batch
 
 

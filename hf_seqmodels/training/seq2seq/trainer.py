@@ -197,9 +197,8 @@ class Seq2SeqTrainingLoop(TrainingLoop):
                              process_index=acc.process_index, num_processes=acc.num_processes, **sizes)
 
     def compute_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, int]:
-        global_tokens = batch.pop("num_items_in_batch")
-        batch = {k: v.to(self.accelerator.device) for k, v in batch.items()}
-        local_tokens = int((batch["labels"] != -100).sum())
+        global_tokens, local_tokens = batch.pop("num_items_in_batch"), batch.pop("num_tokens")
+        batch = {k: v.to(self.accelerator.device, non_blocking=True) for k, v in batch.items()}
         loss = self.model(**batch).loss  # mean over this process's target tokens
         return loss * ddp_token_weight(local_tokens, global_tokens, self.accelerator.num_processes), local_tokens
 

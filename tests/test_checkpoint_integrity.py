@@ -50,12 +50,7 @@ CORPUS = "the cat sat on the mat. the dog sat on the log.\n" * 20
 SPECIALS = ["<pad>", "<unk>", "<bos>", "<eos>"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

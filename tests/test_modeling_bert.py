@@ -31,12 +31,7 @@ V, H = 99, 16  # vocabulary and hidden size of the tiny preset
 CLS, SEP, MASK = 4, 5, 6  # ids of the special tokens in our tokenizers
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def make(cls, seed: int = 0, **overrides):

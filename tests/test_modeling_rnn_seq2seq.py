@@ -41,13 +41,7 @@ VARIANTS = {
 ATTENTIVE = [name for name in VARIANTS if name != "none"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These tiny models run fastest on one thread; on a busy machine two threads are several times slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_model(variant: str = "bahdanau-additive-bilstm", seed: int = 0, model_class=None, **overrides):

@@ -34,13 +34,7 @@ from hf_seqmodels.models.positional_encoding import SinusoidalPositionalEncoding
 V = 99  # vocabulary of the tiny presets
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run fastest on one thread, and a second thread only fights a busy machine for cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def seq2seq(seed: int = 0, **overrides) -> TransformerForConditionalGeneration:

@@ -44,12 +44,7 @@ def numbered_lines(count: int, start: int = 0) -> str:
     return "".join(f"line {i:04d} the cat sat.{' x' * (i % 7)}\n" for i in range(start, start + count))
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture

@@ -51,13 +51,7 @@ def char_tokenizer(text: str) -> PreTrainedTokenizerFast:
                                    bos_token="<bos>", eos_token="<eos>")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Tiny models on a shared 2-core machine: 1 thread avoids OpenMP oversubscription (100x faster)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 import safetensors.torch
 import torch
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+from tokenizer_test_utils import char_tokenizer
 from transformers import PreTrainedTokenizerFast
 
 from hf_seqmodels import RNNConfig, RNNForCausalLM
@@ -47,26 +47,14 @@ from hf_seqmodels.training.core.text import tokenize_texts
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = "the cat sat on the mat. the dog sat on the log.\n" * 20
-SPECIALS = ["<pad>", "<unk>", "<bos>", "<eos>"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
 def tokenizer() -> PreTrainedTokenizerFast:
-    vocab = {tok: i for i, tok in enumerate(SPECIALS + sorted(set(CORPUS)))}
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
-    backend.decoder = decoders.Fuse()
-    backend.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 2)])
-    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", unk_token="<unk>",
-                                   bos_token="<bos>", eos_token="<eos>")
+    return char_tokenizer(CORPUS)
 
 
 @pytest.fixture(scope="module")

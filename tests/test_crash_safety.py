@@ -40,7 +40,8 @@ from hf_seqmodels.training.core.checkpointing import (
 from hf_seqmodels.training.lm.cli import main as lm_main
 from hf_seqmodels.training.seq2seq.cli import main as seq2seq_main
 
-pytestmark = pytest.mark.slow  # 8 training subprocesses and 6 in-process runs: about 90 s of CPU time
+# 8 training subprocesses and 6 in-process runs: about 90 s of CPU time
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
 REPO = Path(__file__).resolve().parents[1]
 WORDS = "the cat dog sat on mat log a big small red blue ran saw".split()
@@ -78,14 +79,6 @@ SCRIPTS = {
         "--max_seq_length", "32", "--per_device_train_batch_size", "4", "--num_train_epochs", "4", *COMMON],
         total_steps=28),  # 18 documents (2 held out): 7 batches of 4 sentence pairs per epoch
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 @pytest.fixture(autouse=True)

@@ -20,12 +20,7 @@ CORPUS = "the cat sat on the mat. the dog sat on the log.\n" * 40
 EPOCHS, WINDOWS_PER_EPOCH = 8, 27  # 4 rows x 16 tokens over the 90 % training split
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def lm_args(train_file: Path, output_dir: Path) -> list[str]:

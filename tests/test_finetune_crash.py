@@ -26,12 +26,7 @@ SST2_TINY = REPO / "tests" / "data" / "finetune" / "sst2_tiny.tsv"
 EPOCHS, STEPS_PER_EPOCH, SAVE_STEPS = 4, 10, 3  # 40 sentences in batches of 4
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

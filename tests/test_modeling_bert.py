@@ -1,15 +1,13 @@
 """Tests of BERT: every head's outputs and losses, masked-positions-only logits, conversion parity with
-transformers' built-in BERT, configuration and input errors, Auto and remote-code loading, pipelines and
-Trainer fine-tuning."""
+transformers' built-in BERT, configuration and input errors, initialisation, pipelines and Trainer fine-tuning."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 import transformers
-from model_test_utils import random_ids, right_pad, run_in_python_without_package
+from model_test_utils import random_ids, right_pad
 from torch import nn
-from transformers import AutoConfig, AutoModelForPreTraining
 
 import hf_seqmodels  # noqa: F401  (registers the Auto classes)
 from hf_seqmodels import (
@@ -31,12 +29,7 @@ V, H = 99, 16  # vocabulary and hidden size of the tiny preset
 CLS, SEP, MASK = 4, 5, 6  # ids of the special tokens in our tokenizers
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def make(cls, seed: int = 0, **overrides):
@@ -117,17 +110,9 @@ def test_masked_positions_only_logits_equal_the_full_logits_there(cls):
         model(ids, masked_positions_only=True)
 
 
-def test_mlm_decoder_is_tied_to_the_token_embeddings(tmp_path):
+def test_mlm_decoder_is_tied_to_the_token_embeddings():
     model = make(BertForPreTraining)
     assert model.mlm_head.decoder.weight is model.bert.embeddings.word_embeddings.weight
-    model.save_pretrained(tmp_path)
-    assert AutoConfig.from_pretrained(tmp_path).model_type == "hfsm_bert"
-    loaded = AutoModelForPreTraining.from_pretrained(tmp_path).eval()
-    assert type(loaded) is BertForPreTraining
-    assert loaded.mlm_head.decoder.weight is loaded.bert.embeddings.word_embeddings.weight
-    ids, mask, types = pair_batch()
-    assert torch.equal(model(ids, attention_mask=mask).prediction_logits,
-                       loaded(ids, attention_mask=mask).prediction_logits)
     untied = make(BertForMaskedLM, tie_word_embeddings=False)
     assert untied.mlm_head.decoder.weight is not untied.bert.embeddings.word_embeddings.weight
 
@@ -145,21 +130,6 @@ def test_sequence_classification_losses_follow_the_problem_type():
     hot = torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
     out = multi(ids, attention_mask=mask, labels=hot)
     assert torch.allclose(out.loss, nn.functional.binary_cross_entropy_with_logits(out.logits, hot), atol=1e-6)
-
-
-def test_padding_never_changes_real_positions():
-    model = make(BertForTokenClassification)
-    ids, mask, types = pair_batch()
-    batched = model(ids, attention_mask=mask, token_type_ids=types).logits
-    alone = model(ids[1:, :7], token_type_ids=types[1:, :7]).logits
-    assert torch.allclose(batched[1, :7], alone[0], atol=1e-5)
-
-
-def test_eager_equals_sdpa():
-    ids, mask, types = pair_batch()
-    logits = [make(BertForPreTraining, attn_implementation=impl)(ids, attention_mask=mask, token_type_ids=types)
-              .prediction_logits for impl in ("eager", "sdpa")]
-    assert torch.allclose(logits[0][mask.bool()], logits[1][mask.bool()], atol=1e-5)
 
 
 # --- conversion with transformers' BERT ---------------------------------------------------------------
@@ -311,9 +281,12 @@ def test_clear_errors_for_long_inputs_and_bad_ids():
         model(torch.tensor([[4, 7]]), token_type_ids=torch.tensor([[0, 2]]))
     with pytest.raises(ValueError, match=r"\(batch, choices, length\)"):
         make(BertForMultipleChoice)(random_ids(2, 5, V))
+    ids = random_ids(1, 4, V)
+    with pytest.raises(ValueError, match="exactly one of `input_ids`"):
+        model(input_ids=ids, inputs_embeds=model.get_input_embeddings()(ids))
 
 
-# --- the transformers model contract: flags, states, resizing, checkpointing, initialisation, compile ---------
+# --- the transformers model contract: hidden states, resizing, initialisation, compile ------------------------
 
 
 def labelled_inputs(name: str) -> dict:
@@ -324,42 +297,6 @@ def labelled_inputs(name: str) -> dict:
     return {**inputs, "labels": mlm_labels(inputs["input_ids"]), "next_sentence_label": torch.tensor([0, 1])}
 
 
-@pytest.mark.parametrize("name", HEADS)
-def test_output_flags_come_from_the_config_unless_the_keyword_says_otherwise(name):
-    cls, inputs = getattr(hf_seqmodels, name), labelled_inputs(name)
-    model = make(cls, num_labels=3, output_hidden_states=True, output_attentions=True)
-    out = model(**inputs)
-    assert len(out.hidden_states) == 3 and len(out.attentions) == 2  # embeddings + 2 layers; 2 layers
-    quiet = model(**inputs, output_hidden_states=False, output_attentions=False)
-    assert quiet.hidden_states is None and quiet.attentions is None
-    assert make(cls, num_labels=3)(**inputs, output_hidden_states=True).hidden_states is not None
-
-
-@pytest.mark.parametrize("name", HEADS)
-def test_return_dict_false_in_the_config_gives_tuples_from_every_head(name):
-    cls, inputs = getattr(hf_seqmodels, name), labelled_inputs(name)
-    structured = make(cls, num_labels=3, output_hidden_states=True)(**inputs)
-    model = make(cls, num_labels=3, output_hidden_states=True, return_dict=False)
-    plain = model(**inputs)
-    assert isinstance(plain, tuple) and len(plain) == len(structured.to_tuple())
-    for a, b in zip(plain, structured.to_tuple(), strict=True):
-        assert all(map(torch.equal, a, b)) if isinstance(a, tuple) else torch.equal(a, b)
-    assert type(model(**inputs, return_dict=True)) is type(structured)  # the keyword wins
-
-
-@pytest.mark.parametrize("name", HEADS)
-def test_inputs_embeds_give_the_outputs_of_their_ids(name):
-    model = make(getattr(hf_seqmodels, name), num_labels=3)
-    inputs = labelled_inputs(name)
-    ids = inputs.pop("input_ids")
-    expected = model(input_ids=ids, **inputs).to_tuple()
-    embedded = model(inputs_embeds=model.get_input_embeddings()(ids), **inputs).to_tuple()
-    for a, b in zip(expected, embedded, strict=True):
-        assert torch.allclose(a, b, atol=1e-6)
-    with pytest.raises(ValueError, match="exactly one of `input_ids`"):
-        model(input_ids=ids, inputs_embeds=model.get_input_embeddings()(ids), **inputs)
-
-
 def test_masked_lm_loss_with_num_items_in_batch_is_the_sum_over_that_count():
     model = make(BertForMaskedLM)
     inputs = head_inputs("BertForMaskedLM")
@@ -367,13 +304,6 @@ def test_masked_lm_loss_with_num_items_in_batch_is_the_sum_over_that_count():
     mean = model(**inputs).loss
     assert torch.allclose(model(**inputs, num_items_in_batch=torch.tensor(2 * count)).loss, mean / 2, atol=1e-6)
     assert model.accepts_loss_kwargs is False  # the Trainer scales every head's loss itself
-
-
-def test_from_pretrained_keywords_set_the_output_flags(tmp_path):
-    make(BertForSequenceClassification).save_pretrained(tmp_path)
-    model = BertForSequenceClassification.from_pretrained(tmp_path, output_hidden_states=True, output_attentions=True)
-    out = model(**head_inputs("BertModel"))
-    assert len(out.hidden_states) == 3 and [a.shape for a in out.attentions] == [(2, 4, 10, 10)] * 2
 
 
 def test_hidden_states_are_each_layers_output_and_keep_their_gradients():
@@ -411,21 +341,6 @@ def test_resize_token_embeddings_resizes_the_decoder_and_its_bias(cls, tie, tmp_
     loaded = cls.from_pretrained(tmp_path)
     assert (loaded.mlm_head.decoder.weight is loaded.bert.embeddings.word_embeddings.weight) == tie
     assert torch.equal(loaded.mlm_head.decoder.bias, decoder.bias)
-
-
-def gradients(checkpointing: dict | None) -> dict[str, torch.Tensor]:
-    model = make(BertForPreTraining, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0).train()
-    if checkpointing is not None:
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs=checkpointing)
-    model(**labelled_inputs("BertForPreTraining")).loss.backward()
-    return {name: p.grad for name, p in model.named_parameters()}
-
-
-@pytest.mark.parametrize("use_reentrant", [True, False])
-def test_gradient_checkpointing_gives_the_same_gradients(use_reentrant):
-    expected, checkpointed = gradients(None), gradients({"use_reentrant": use_reentrant})
-    for name, grad in expected.items():
-        assert checkpointed[name] is not None and torch.allclose(checkpointed[name], grad, atol=1e-6), name
 
 
 def assert_initialised(model: BertPreTrainedModel):
@@ -514,22 +429,6 @@ def test_eager_checks_still_run_outside_compilation():
         model(torch.tensor([[4, 7]]), position_ids=torch.tensor([[0, 8]]))
 
 
-@pytest.mark.parametrize(
-    "problem_type, labels, loss",
-    [
-        ("regression", torch.tensor([[0.5, -1.0, 2.0], [0.0, 1.0, 0.5]]), nn.functional.mse_loss),
-        ("single_label_classification", torch.tensor([2, 0]), nn.functional.cross_entropy),
-        ("multi_label_classification", torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]),
-         nn.functional.binary_cross_entropy_with_logits),
-    ],
-)
-def test_sequence_classification_honours_the_configured_problem_type(problem_type, labels, loss):
-    model = make(BertForSequenceClassification, num_labels=3, problem_type=problem_type)
-    out = model(**{**head_inputs("BertModel"), "labels": labels})
-    assert torch.allclose(out.loss, loss(out.logits, labels), atol=1e-6)
-    assert model.config.problem_type == problem_type
-
-
 def test_question_answering_ignores_positions_outside_the_input_and_never_gives_nan():
     model = make(BertForQuestionAnswering)
     inputs = head_inputs("BertModel")  # T = 10
@@ -542,7 +441,7 @@ def test_question_answering_ignores_positions_outside_the_input_and_never_gives_
     outside.backward()  # a training step on such a batch changes nothing and does not fail
 
 
-# --- tokenizer, pipelines, remote code, Trainer ------------------------------------------------------
+# --- tokenizer, pipelines, Trainer ------------------------------------------------------------------
 
 CORPUS = [
     "the cat sat on the mat .",
@@ -649,45 +548,6 @@ def test_question_answering_pipeline(tokenizer, tmp_path):
     assert windowed["answer"] == long_context[windowed["start"]:windowed["end"]]
     with pytest.raises(ValueError, match="needs a string `question`"):
         qa(question=question)
-
-
-@pytest.mark.slow
-def test_remote_code_loads_pretraining_and_classification_without_the_package(tmp_path):
-    import json
-    import textwrap
-
-    pretraining = make(BertForPreTraining, seed=3)
-    classifier = make(BertForSequenceClassification, seed=4, num_labels=3)
-    pretraining.save_pretrained(tmp_path / "pretraining")
-    classifier.save_pretrained(tmp_path / "classifier")
-    ids, mask, types = pair_batch()
-    script = textwrap.dedent(
-        f"""
-        import json, torch, transformers
-        kw = dict(attention_mask=torch.tensor({mask.tolist()}), token_type_ids=torch.tensor({types.tolist()}))
-        ids = torch.tensor({ids.tolist()})
-        report = {{}}
-        for auto, folder in (("AutoModelForPreTraining", "pretraining"), ("AutoModelForSequenceClassification",
-                             "classifier"), ("AutoModelForQuestionAnswering", "pretraining")):
-            model = getattr(transformers, auto).from_pretrained({str(tmp_path)!r} + "/" + folder,
-                                                                 trust_remote_code=True).eval()
-            with torch.no_grad():
-                out = model(ids, **kw)
-            report[auto] = {{"class": type(model).__name__, "module": type(model).__module__,
-                             "outputs": {{k: v.tolist() for k, v in out.items() if torch.is_tensor(v)}}}}
-        print(json.dumps(report))
-        """
-    )
-    result = run_in_python_without_package(script, cwd=tmp_path)
-    report = json.loads(result.stdout.strip().splitlines()[-1])
-    for auto, model, fields in (("AutoModelForPreTraining", pretraining, ("prediction_logits", "seq_relationship_logits")),
-                                ("AutoModelForSequenceClassification", classifier, ("logits",))):
-        assert report[auto]["class"] == type(model).__name__
-        assert report[auto]["module"].startswith("transformers_modules")
-        expected = model(ids, attention_mask=mask, token_type_ids=types)
-        for field in fields:
-            assert torch.allclose(torch.tensor(report[auto]["outputs"][field]), expected[field], atol=1e-5)
-    assert report["AutoModelForQuestionAnswering"]["class"] == "BertForQuestionAnswering"  # auto_map of every head
 
 
 def finetuning_data(name: str, count: int = 16) -> list[dict]:

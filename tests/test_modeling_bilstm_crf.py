@@ -1,6 +1,6 @@
-"""BiLSTM-CRF tagger and character-level word representations: heads, masking, save/load, Auto and
-remote-code loading, Trainer, the token-classification pipeline, finetune.py, and the char encoder in the
-RNN language model (generation with and without the cache)."""
+"""BiLSTM-CRF tagger and character-level word representations: heads, masking, the character table, Trainer,
+the token-classification pipeline, finetune.py, and the char encoder in the RNN language model (generation with
+and without the cache)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,9 @@ import pytest
 import torch
 from accelerate import init_empty_weights
 from datasets import Dataset
-from model_test_utils import random_ids, right_pad, run_without_package
+from model_test_utils import random_ids, right_pad
 from safetensors.torch import load_file, save_file
 from transformers import (
-    AutoConfig,
-    AutoModel,
     AutoModelForTokenClassification,
     DataCollatorForTokenClassification,
     Trainer,
@@ -247,56 +245,7 @@ def test_token_character_table_comes_from_the_tokenizer(tmp_path):
     assert tokenizer.bos_token_id in model.config.untagged_token_ids
 
 
-# --- saving and loading ------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("model_class, auto_class", [
-    (BiLSTMCRFModel, AutoModel), (BiLSTMCRFForTokenClassification, AutoModelForTokenClassification)])
-def test_save_and_auto_load(tmp_path, model_class, auto_class):
-    torch.manual_seed(0)
-    model = model_class(tiny_config(char_encoder="lstm")).eval()
-    with torch.no_grad():
-        model.get_submodule("model.char_encoder" if model_class is not BiLSTMCRFModel else "char_encoder") \
-            .token_chars.random_(0, 20)
-    model.save_pretrained(tmp_path)
-    assert AutoConfig.from_pretrained(tmp_path).model_type == "hfsm_bilstm_crf"
-    loaded = auto_class.from_pretrained(tmp_path).eval()
-    assert type(loaded) is model_class
-    ids = random_ids(2, 5, 99)
-    key = "logits" if model_class is BiLSTMCRFForTokenClassification else "last_hidden_state"
-    assert torch.equal(model(ids)[key], loaded(ids)[key])
-
-
-@pytest.mark.slow
-def test_remote_code_loading_gives_identical_outputs(tmp_path):
-    model = tiny_tagger(seed=5)
-    model.save_pretrained(tmp_path)
-    ids = random_ids(2, 6, 99)
-    report = run_without_package(tmp_path, "AutoModelForTokenClassification", ids, tmp_path / "out.safetensors")
-    assert report["class"] == "BiLSTMCRFForTokenClassification"
-    assert report["module"].startswith("transformers_modules")
-    with torch.no_grad():
-        assert torch.equal(report["logits"], model(ids).logits)
-
-
 # --- the transformers model contract -------------------------------------------------------------------
-
-
-def test_output_flags_come_from_the_config_and_heads_return_tuples_only_outermost():
-    ids, labels = random_ids(2, 6, 99), torch.tensor([[0, 1, 2, 0, 3, 4]] * 2)
-    model = tiny_tagger(output_hidden_states=True)
-    assert len(model(ids).hidden_states) == 2 and model(ids, output_hidden_states=False).hidden_states is None
-    for model_class in (BiLSTMCRFModel, BiLSTMCRFForTokenClassification):
-        extra = {"labels": labels} if model_class is BiLSTMCRFForTokenClassification else {}
-        torch.manual_seed(0)
-        as_tuple = model_class(tiny_config(return_dict=False)).eval()
-        torch.manual_seed(0)
-        reference = model_class(tiny_config()).eval()
-        out = as_tuple(ids, **extra)
-        expected = reference(ids, **extra).to_tuple()
-        assert isinstance(out, tuple) and len(out) == len(expected)
-        assert all(torch.equal(a, b) for a, b in zip(out, expected, strict=True))
-        assert not isinstance(as_tuple(ids, return_dict=True), tuple)
 
 
 @pytest.mark.parametrize("char_encoder", [None, "lstm"])

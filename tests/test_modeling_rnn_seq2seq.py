@@ -15,7 +15,7 @@ from model_test_utils import (
     run_in_python_without_package,
 )
 from torch.nn import functional as F
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, pipeline
+from transformers import AutoModelForSeq2SeqLM, pipeline
 from transformers.cache_utils import Cache
 
 import hf_seqmodels  # noqa: F401  (registers the Auto classes)
@@ -41,13 +41,7 @@ VARIANTS = {
 ATTENTIVE = [name for name in VARIANTS if name != "none"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These tiny models run fastest on one thread; on a busy machine two threads are several times slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_model(variant: str = "bahdanau-additive-bilstm", seed: int = 0, model_class=None, **overrides):
@@ -285,13 +279,6 @@ def test_a_padded_batch_generates_what_each_sentence_generates_alone(variant, nu
         assert torch.equal(batched[i], model.generate(row[None], **kw)[0])
 
 
-def test_beam_search_with_one_beam_equals_greedy():
-    model = tiny_model()
-    _, ids, mask = padded_sources()
-    greedy = model.generate(ids, attention_mask=mask, do_sample=False, **GENERATE)
-    assert torch.equal(model.generate(ids, attention_mask=mask, num_beams=1, **GENERATE), greedy)
-
-
 @pytest.mark.parametrize("variant", ["bahdanau-additive-bilstm", "luong-general-fused", "luong-concat-feed-rnn"])
 def test_decoding_projects_the_encoder_outputs_for_attention_once_per_generate_call(variant, monkeypatch):
     """``U_a h_j`` (Bahdanau) / ``W_a h_j`` (Luong) do not depend on the step: the cache keeps them with the
@@ -324,14 +311,6 @@ def test_generation_reuses_encoder_outputs():
         direct = model.generate(ids, attention_mask=mask, **GENERATE, **kw)
         reused = model.generate(encoder_outputs=encoder_outputs, attention_mask=mask, **GENERATE, **kw)
         assert torch.equal(direct, reused)
-
-
-def test_generate_returns_cross_attentions():
-    model = tiny_model()
-    _, ids, mask = padded_sources()
-    out = model.generate(ids, attention_mask=mask, do_sample=False, output_attentions=True,
-                         return_dict_in_generate=True, **GENERATE)
-    assert len(out.cross_attentions) == 7 and out.cross_attentions[0][0].shape == (3, 1, 1, ids.shape[1])
 
 
 # --- coverage penalty (Wu et al. 2016) ---------------------------------------------------------------
@@ -443,18 +422,7 @@ def test_attention_learns_to_reverse_where_the_plain_encoder_decoder_cannot():
     assert without <= 0.5 * with_attention
 
 
-# --- saving and loading ------------------------------------------------------------------------------
-
-
-def test_save_and_auto_load(tmp_path):
-    model = tiny_model("luong-dot-feed-gru-copy")
-    model.save_pretrained(tmp_path)
-    assert AutoConfig.from_pretrained(tmp_path).model_type == "hfsm_rnn_seq2seq"
-    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
-    assert type(loaded) is RNNSeq2SeqForConditionalGeneration
-    assert isinstance(AutoModel.from_pretrained(tmp_path), RNNSeq2SeqModel)
-    ids = random_ids(2, 5, 99)
-    assert torch.equal(model.generate(ids, num_beams=2, **GENERATE), loaded.generate(ids, num_beams=2, **GENERATE))
+# --- remote code and pipeline --------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("source_vocab_size", [None, SOURCE_V])
@@ -499,28 +467,7 @@ def test_translation_pipeline(tmp_path):
     assert [len(b) for b in beam] == [1, 1] and all(b[0]["translation_text"] for b in beam)
 
 
-# --- the transformers model contract: output flags, hidden states, checkpointing, cache, loading, compile -------
-
-
-@pytest.mark.parametrize("model_class", [RNNSeq2SeqModel, RNNSeq2SeqForConditionalGeneration])
-def test_output_flags_come_from_the_config_and_the_keyword_wins(model_class, tmp_path):
-    model = tiny_model(model_class=model_class)
-    src, tgt = random_ids(2, 5, 99), random_ids(2, 3, 99, seed=1)
-    model.config.output_hidden_states = model.config.output_attentions = True
-    out = model(src, decoder_input_ids=tgt)
-    assert len(out.encoder_hidden_states) == len(out.decoder_hidden_states) == 3 and len(out.cross_attentions) == 1
-    quiet = model(src, decoder_input_ids=tgt, output_hidden_states=False, output_attentions=False)
-    assert quiet.encoder_hidden_states is quiet.decoder_hidden_states is quiet.cross_attentions is None
-    model.config.return_dict = False  # the head still reads its base model's fields; a tuple only at the top
-    as_tuple = model(src, decoder_input_ids=tgt)
-    assert isinstance(as_tuple, tuple)
-    expected = out.to_tuple()
-    assert len(as_tuple) == len(expected) and torch.equal(as_tuple[0], expected[0])
-    assert isinstance(model(src, decoder_input_ids=tgt, return_dict=True), type(out))
-    model.config.return_dict, model.config.output_hidden_states, model.config.output_attentions = True, False, False
-    model.save_pretrained(tmp_path)
-    loaded = model_class.from_pretrained(tmp_path, output_hidden_states=True).eval()
-    assert len(loaded(src, decoder_input_ids=tgt).decoder_hidden_states) == 3
+# --- the transformers model contract: hidden states, checkpointing, cache, loading, compile --------------------
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))

@@ -13,8 +13,8 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 import torch
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+from tokenizer_test_utils import char_tokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hf_seqmodels import RNNConfig, RNNForCausalLM, TransformerConfig, TransformerForConditionalGeneration
 from hf_seqmodels.cli import main as cli_main
@@ -38,14 +38,9 @@ def saved_folder(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("run")
     (folder / "loss_curve.png").write_bytes(tiny_png())  # shown by the card
     (folder / "unused.png").write_bytes(tiny_png())  # not shown: stays local
-    vocab = {t: i for i, t in enumerate(["<pad>", "<unk>", "<bos>", "<eos>", *"abc "])}
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
-    backend.decoder = decoders.Fuse()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", unk_token="<unk>",
-                                        bos_token="<bos>", eos_token="<eos>")
+    tokenizer = char_tokenizer("abc ", bos_template=False)
     torch.manual_seed(0)
-    config = RNNConfig.from_preset("tiny", vocab_size=len(vocab), cell_type="gru", hidden_size=8, embedding_size=8,
+    config = RNNConfig.from_preset("tiny", vocab_size=len(tokenizer), cell_type="gru", hidden_size=8, embedding_size=8,
                                    num_hidden_layers=1, pad_token_id=0, bos_token_id=2, eos_token_id=3)
     save_for_hub(folder, RNNForCausalLM(config), tokenizer)
     checkpoint = folder / "checkpoint-1"

@@ -25,12 +25,7 @@ from hf_seqmodels.models.tree_lstm import ChildSumTreeLSTM, ChildSumTreeLSTMCell
 B, T, IN, H = 3, 6, 3, 4  # batch, time, input size, hidden size
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def zero_peepholes(module: nn.Module) -> None:

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 import safetensors.torch
+import tokenizer_test_utils
 import torch
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import Regex, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 from hf_seqmodels.training.lm.cli import main, parse_arguments
@@ -25,18 +26,12 @@ from hf_seqmodels.training.lm.streaming import (
 from hf_seqmodels.training.lm.token_streams import lm_token_streams
 from hf_seqmodels.training.lm.trainer import stream_position_file
 
-SPECIALS = ["<pad>", "<unk>", "<bos>", "<eos>"]
 CHARACTERS = "abcdefghijklmnopqrstuvwxyz0123456789 .\n"
 
 
 def char_tokenizer() -> PreTrainedTokenizerFast:
     """A character tokenizer (pad 0, unk 1, bos 2, eos 3) without a template."""
-    vocab = {tok: i for i, tok in enumerate(SPECIALS + sorted(set(CHARACTERS)))}
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
-    backend.decoder = decoders.Fuse()
-    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", unk_token="<unk>", bos_token="<bos>",
-                                   eos_token="<eos>")
+    return tokenizer_test_utils.char_tokenizer(CHARACTERS, bos_template=False)
 
 
 def numbered_lines(count: int, start: int = 0) -> str:
@@ -44,12 +39,7 @@ def numbered_lines(count: int, start: int = 0) -> str:
     return "".join(f"line {i:04d} the cat sat.{' x' * (i % 7)}\n" for i in range(start, start + count))
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture

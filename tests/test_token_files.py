@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tokenizer_test_utils
 import torch
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
 
 from hf_seqmodels.training.bert.token_documents import bert_token_documents
@@ -28,21 +28,13 @@ from hf_seqmodels.training.lm.data import (
 from hf_seqmodels.training.lm.token_streams import lm_token_streams
 from hf_seqmodels.training.seq2seq.token_pairs import seq2seq_token_pairs
 
-SPECIALS = ["<pad>", "<unk>", "<bos>", "<eos>", "[CLS]", "[SEP]", "[MASK]"]
 CHARACTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ .,!?=\n\x0c\u2028"
 
 
 def char_tokenizer(extra: str = "", size: int | None = None) -> PreTrainedTokenizerFast:
     """A character tokenizer (pad 0, unk 1, bos 2, eos 3, cls 4, sep 5, mask 6; ``<bos> A`` template);
     ``size`` pads the vocabulary with unused tokens."""
-    vocab = {tok: i for i, tok in enumerate(SPECIALS + sorted(set(CHARACTERS + extra)))}
-    vocab.update({f"<unused{i}>": i for i in range(len(vocab), size or 0)})
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
-    backend.decoder = decoders.Fuse()
-    backend.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 2)])
-    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", unk_token="<unk>", bos_token="<bos>",
-                                   eos_token="<eos>", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    return tokenizer_test_utils.char_tokenizer(CHARACTERS + extra, bert_specials=True, size=size)
 
 
 def lines_text(count: int) -> str:

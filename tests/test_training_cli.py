@@ -38,12 +38,7 @@ OLD_NAMES = ["--optimizer", "--lr_scheduler ", "--checkpointing_steps", "--mixed
 CORPUS = "the cat sat on the mat. the dog sat on the log.\n" * 30
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def run_script(script: str, *args: str) -> subprocess.CompletedProcess:

@@ -14,8 +14,8 @@ import safetensors.torch
 import torch
 from accelerate.state import AcceleratorState
 from distributed_utils import launch_two_cpu_processes
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+from tokenizer_test_utils import char_tokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hf_seqmodels import (
     NNLMConfig,
@@ -37,27 +37,8 @@ from hf_seqmodels.training.lm.trainer import build_train_windows, is_stateful
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = "the cat sat on the mat. the dog sat on the log.\n" * 40
-SPECIALS = ["<pad>", "<unk>", "<bos>", "<eos>"]
 
-
-def char_tokenizer(text: str) -> PreTrainedTokenizerFast:
-    """A character tokenizer (pad=0, unk=1, bos=2, eos=3, post-processor adds <bos>), no training library."""
-    vocab = {tok: i for i, tok in enumerate(SPECIALS + sorted(set(text)))}
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
-    backend.decoder = decoders.Fuse()
-    backend.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 2)])
-    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", unk_token="<unk>",
-                                   bos_token="<bos>", eos_token="<eos>")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Tiny models on a shared 2-core machine: 1 thread avoids OpenMP oversubscription (100x faster)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -15,12 +15,7 @@ from hf_seqmodels.models.teacher_forcing import next_token_labels, token_cross_e
 V = 99
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def causal_lm(seed: int = 0, **overrides) -> TransformerForCausalLM:

@@ -30,12 +30,7 @@ V = 99  # vocabulary of the tiny presets
 MAX_CACHE_LEN = 16
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def causal_lm(seed: int = 4) -> TransformerForCausalLM:

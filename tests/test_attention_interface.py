@@ -8,7 +8,9 @@ import warnings
 
 import pytest
 import torch
+import transformers
 from model_test_utils import left_pad, random_ids, right_pad
+from packaging.version import Version
 from torch.nn.attention import flex_attention as torch_flex
 from transformers import AttentionInterface, masking_utils
 from transformers.integrations import flex_attention as transformers_flex
@@ -82,6 +84,9 @@ def test_cached_flex_decoding_equals_recomputing_the_prefix():
     torch.testing.assert_close(step.logits[:, -2:], full[:, -2:], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.xfail(Version(transformers.__version__) < Version("5.24"), strict=True, raises=AttributeError,
+                   reason="transformers 5.23's generate() calls .contiguous() on the BlockMask it builds for flex "
+                          "attention with a static cache, for any model (fixed in 5.24)")
 @torch.no_grad()
 def test_static_cache_generation_reads_the_block_mask_generate_builds():
     """With a static cache, generate() builds the 4-D mask itself (a BlockMask for flex attention), which the

@@ -86,11 +86,11 @@ def _transformer_attentions(config) -> dict[str, int]:
 # bf16=True (autocast, fp32 master weights and optimizer state) where it pays on GPUs and on CPUs with fast bf16
 # kernels: on a 2-core AMD EPYC with AVX512-BF16 a Transformer LM, encoder-decoder or BERT step takes about half
 # the fp32 time (benchmarks/bench_bf16.py: 0.48 to 0.55 from nanoGPT's CPU sizes to 4 x 256) with loss curves
-# that agree within noise. Where a CPU's bf16 products are slower than its fp32 ones (an Intel Xeon without AMX:
-# the same steps take 1.2 to 1.6 times fp32's), --bf16 says so at start and --bf16 False trains in fp32. The
-# named presets of those families carry it; the family default (the recipe of a loaded model or of
-# --config_name) and fine-tuning stay in fp32, as do the recurrent recipes: an LSTM step gains less (0.61) and
-# their SGD recipes are the papers' fp32 ones.
+# that agree within noise. Where a device has no bf16 units (an Intel Xeon without AMX: the same steps take 1.2
+# to 1.6 times fp32's; an AMD EPYC without AVX-512: 11.4 times), the recipe's bf16 is off and the run trains in
+# fp32 (training.core.precision); an explicit --bf16 still forces it. The named presets of those families carry
+# it; the family default (the recipe of a loaded model or of --config_name) and fine-tuning stay in fp32, as do
+# the recurrent recipes: an LSTM step gains less (0.61) and their SGD recipes are the papers' fp32 ones.
 
 #: the named presets of the Transformer families and BERT train in bf16
 _BF16 = dict(bf16=True)

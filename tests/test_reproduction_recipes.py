@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from hf_seqmodels.registry import family_named
+from hf_seqmodels.training.core import precision
 from hf_seqmodels.training.core.cards import engine_card_arguments
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -200,6 +201,13 @@ def differences(card: str, argv: list[str]) -> dict[str, tuple[str | None, str |
         if card_value != today[key] and not (card_value is None and key in optional and today[key] in ("None", "False")):
             found[key] = (card_value, today[key])
     return found
+
+
+@pytest.fixture(autouse=True)
+def on_a_device_with_bf16_units(monkeypatch):
+    """The cards' runs trained on GPUs or on CPUs with AVX512-BF16, where a preset's bf16 applies: resolve their
+    commands as there, whatever this machine's CPU."""
+    monkeypatch.setattr(precision, "bf16_is_fast", lambda device: (True, "faked"))
 
 
 def test_every_card_is_checked_or_says_why_not():

@@ -16,6 +16,7 @@ import torch
 from accelerate.state import AcceleratorState
 
 from hf_seqmodels.training.bert.cli import parse_arguments as bert_arguments
+from hf_seqmodels.training.core import precision
 from hf_seqmodels.training.core.cli import launched_processes
 from hf_seqmodels.training.finetune.cli import parse_arguments as finetune_arguments
 from hf_seqmodels.training.lm.cli import main as lm_main
@@ -119,7 +120,8 @@ def fresh_accelerator_state():
 
 
 @pytest.mark.usefixtures("in_a_folder_with_stand_in_data")
-def test_a_recipe_turns_bf16_on_and_the_command_line_turns_it_off(tmp_path, fresh_accelerator_state):
+def test_a_recipe_turns_bf16_on_and_the_command_line_turns_it_off(tmp_path, fresh_accelerator_state, monkeypatch):
+    monkeypatch.setattr(precision, "bf16_is_fast", lambda device: (True, "faked"))  # a device with bf16 units
     base = ["--output_dir", str(tmp_path), "--train_file", "t.txt", "--model_family", "transformer_lm"]
     assert lm_arguments([*base, "--preset", "nanogpt-cpu"])[2].mixed_precision == "bf16"  # the recipe's
     assert lm_arguments([*base, "--preset", "nanogpt-cpu", "--bf16", "False"])[2].bf16 is False  # the user's

@@ -12,8 +12,10 @@ new run in a folder holding another run's checkpoints; transformers 5 dropped th
 ``warmup_steps``, ``weight_decay``, the Adam constants, ``max_grad_norm``, ``num_train_epochs``,
 ``max_steps``, the batch size, the task's window length and ``bf16``) default to ``None``:
 :meth:`EngineArguments.with_recipe` fills them from the preset's training recipe
-(:func:`hf_seqmodels.registry.training_recipe`), then from transformers' defaults. A flag given on the command line always wins. A recipe's learning rate, schedule
-and optimizer constants belong to its optimizer: with another ``--optim`` they are not taken, and the
+(:func:`hf_seqmodels.registry.training_recipe`), then from transformers' defaults. A flag given on the command
+line always wins. A recipe's ``bf16`` applies only on a device that runs bf16 faster than fp32 (a GPU with bf16, a
+CPU with AVX512-BF16 or AMX; :mod:`.precision`). A recipe's learning rate, schedule and optimizer constants belong
+to its optimizer: with another ``--optim`` they are not taken, and the
 optimizer's own defaults apply (SGD's learning rate of 1.0 never reaches AdamW).
 """
 
@@ -28,6 +30,7 @@ from typing import Any
 from accelerate.utils import LoggerType
 
 from ...models.config_utils import invalid
+from .precision import recipe_bf16_applies
 from .schedules import SCHEDULE_KWARGS, SCHEDULES
 
 OPTIMIZERS = ("sgd", "adamw_torch", "adamw_torch_fused")
@@ -234,7 +237,8 @@ class EngineArguments:
                     task_defaults: dict[str, Any] | None = None) -> EngineArguments:
         """A copy with every unset field filled: the command line (the fields that are not None), then the
         ``recipe`` (a preset's), then ``task_defaults``, then :data:`FALLBACKS`. Values the recipe binds to its
-        optimizer are skipped when ``--optim`` chose another one."""
+        optimizer are skipped when ``--optim`` chose another one; its ``bf16`` applies only where the run's device
+        runs bf16 faster than fp32 (:func:`.precision.recipe_bf16_applies`)."""
         recipe = dict(recipe or {})
         if "bptt" in recipe and "block_size" not in recipe:  # recipes name the TBPTT window as the papers do
             recipe["block_size"] = recipe.pop("bptt")
@@ -254,6 +258,8 @@ class EngineArguments:
             for name, value in source.items():
                 if name in names and getattr(self, name) is None and name not in filled:
                     filled[name] = value
+        if filled.get("bf16"):  # a recipe's bf16, never an explicit --bf16: only where the device runs it faster
+            filled["bf16"] = recipe_bf16_applies(self.use_cpu)
         return dataclasses.replace(self, **filled)
 
     def to_dict(self) -> dict[str, Any]:

@@ -19,7 +19,9 @@ from tokenizer_test_utils import char_tokenizer
 from hf_seqmodels.models.config_utils import ConfigValidationError
 from hf_seqmodels.training import LMTrainingArguments, train_causal_lm
 from hf_seqmodels.training.core.checkpoint_folders import rotate_checkpoints
+from hf_seqmodels.training.core.cli import run_command
 from hf_seqmodels.training.core.text import tokenize_texts
+from hf_seqmodels.training.lm.cli import main as lm_main
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -169,3 +171,21 @@ def test_the_metric_takes_either_name_and_its_direction_follows_transformers(tmp
 def test_the_argument_errors_name_the_flags(overrides, message, tmp_path):
     with pytest.raises(ConfigValidationError, match=message):
         LMTrainingArguments(output_dir=str(tmp_path), **overrides)
+
+
+def test_the_command_line_says_what_is_wrong_in_one_line(tmp_path, capsys):
+    train_file = tmp_path / "train.txt"
+    train_file.write_text(CORPUS)
+    common = ["--train_file", str(train_file), "--tokenizer_kind", "char", "--min_frequency", "1", "--preset", "tiny",
+              "--output_dir", str(tmp_path / "out"), "--disable_tqdm", "--plot", "false", "--max_steps", "2"]
+    cases = {
+        ("--load_best_model_at_end", "--eval_strategy", "no"): "`load_best_model_at_end`=True: expected False "
+                                                               "unless --eval_strategy is steps or epoch",
+        ("--early_stopping_patience", "2"): "`early_stopping_patience`=2",
+        ("--metric_for_best_model", "bleu", "--eval_strategy", "steps", "--eval_steps", "1"):
+            "`metric_for_best_model`='bleu': expected a metric the evaluation reports",
+    }
+    for flags, named in cases.items():
+        assert run_command(lm_main, [*common, *flags]) == 2, flags
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert lines and lines[-1].startswith("error: ") and named in lines[-1], (flags, lines[-3:])

@@ -73,6 +73,8 @@ def test_the_saved_model_is_the_best_checkpoint_and_states_its_step(full_run):
     assert not all(torch.equal(value, weights(output_dir / f"checkpoint-{LAST_STEP}")[name])
                    for name, value in final.items())
     assert json.loads((output_dir / "train_results.json").read_text())["best_global_step"] == best_step
+    assert f"| best_global_step | {best_step} |" in (output_dir / "README.md").read_text()
+    assert json.loads((output_dir / "trainer_state.json").read_text())["best_global_step"] == best_step
     state = json.loads((output_dir / f"checkpoint-{LAST_STEP}" / "trainer_state.json").read_text())
     assert (state["best_global_step"], state["best_metric"]) == (best_step, losses[best_step])
 

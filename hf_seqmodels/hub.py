@@ -340,7 +340,7 @@ def _format_table(values: dict[str, Any]) -> str:
 
 
 RESULT_KEYS = ("eval_loss", "eval_perplexity", "eval_bleu", "validation_bleu", "test_bleu", "eval_mlm_perplexity",
-               "eval_mlm_accuracy", "eval_nsp_accuracy", "train_loss", "steps", "epochs", "train_runtime_seconds",
+               "eval_mlm_accuracy", "eval_nsp_accuracy", "train_loss", "steps", "best_global_step", "epochs", "train_runtime_seconds",
                "train_tokens_per_second")
 
 

@@ -106,7 +106,21 @@ class EngineArguments:
         "when to checkpoint: no, steps (every --save_steps), epoch; the end of training and a stop signal "
         "always checkpoint"))
     save_steps: float = field(default=500, metadata=_help("with --save_strategy steps"))
-    save_total_limit: int | None = field(default=None, metadata=_help("keep at most this many checkpoints"))
+    save_total_limit: int | None = field(default=None, metadata=_help(
+        "keep at most this many checkpoints (the newest and the best one are always kept)"))
+    load_best_model_at_end: bool = field(default=False, metadata=_help(
+        "save the best checkpoint's weights (by --metric_for_best_model) as the final model; needs evaluation and "
+        "a --save_strategy (and --save_steps a multiple of --eval_steps) matching --eval_strategy"))
+    metric_for_best_model: str | None = field(default=None, metadata=_help(
+        "the evaluation metric that ranks checkpoints, with or without its eval_ prefix (default: loss with "
+        "--load_best_model_at_end)"))
+    greater_is_better: bool | None = field(default=None, metadata=_help(
+        "whether a larger --metric_for_best_model is better (default: False for a metric ending in loss, else True)"))
+    early_stopping_patience: int | None = field(default=None, metadata=_help(
+        "stop after this many evaluations in a row without improving --metric_for_best_model (transformers' "
+        "EarlyStoppingCallback)"))
+    early_stopping_threshold: float = field(default=0.0, metadata=_help(
+        "with --early_stopping_patience: by how much the metric must beat the best to count as an improvement"))
     seed: int = field(default=42, metadata=_help("seed of the initialisation, the data order and dropout"))
     bf16: bool | None = field(default=None, metadata={**_help(
         "bfloat16 mixed precision (accelerate autocast, fp32 master weights); --bf16 False turns a recipe's off "
@@ -172,6 +186,7 @@ class EngineArguments:
         for name in ("eval_strategy", "save_strategy"):
             if getattr(self, name) not in STRATEGIES:
                 raise invalid(name, getattr(self, name), "one of " + ", ".join(STRATEGIES))
+        self._check_best_model()
         if self.bf16 and self.fp16:
             raise invalid("fp16", True, "False together with --bf16 (one mixed precision at a time)")
         unknown = [name for name in self.trackers if name not in TRACKERS]
@@ -180,7 +195,47 @@ class EngineArguments:
                           + ", ".join(map(repr, TRACKERS)))
         self.scheduler_kwargs  # noqa: B018  (checks the JSON and its keys)
 
+    def _check_best_model(self) -> None:
+        """transformers' conditions on keeping the best checkpoint and stopping early, as one-line errors."""
+        if self.load_best_model_at_end:
+            if self.eval_strategy == "no" or self.save_strategy != self.eval_strategy:
+                raise invalid("load_best_model_at_end", True, "False unless --eval_strategy is steps or epoch and "
+                              f"--save_strategy the same (got --eval_strategy {self.eval_strategy} and "
+                              f"--save_strategy {self.save_strategy}): the best evaluation must have a checkpoint")
+            eval_steps = self.logging_steps if self.eval_steps is None else self.eval_steps
+            if self.eval_strategy == "steps" and (eval_steps < 1 or self.save_steps < 1) and eval_steps != self.save_steps:
+                raise invalid("load_best_model_at_end", True, "False unless --save_steps and --eval_steps are equal "
+                              "when either is a fraction of the run")
+            if self.eval_strategy == "steps" and eval_steps >= 1 and self.save_steps % eval_steps:
+                raise invalid("load_best_model_at_end", True, f"False unless --save_steps ({self.save_steps:g}) is a "
+                              f"round multiple of --eval_steps ({eval_steps:g}): every checkpoint must be evaluated")
+        if self.early_stopping_patience is not None:
+            if isinstance(self.early_stopping_patience, bool) or self.early_stopping_patience < 1:
+                raise invalid("early_stopping_patience", self.early_stopping_patience, "an integer >= 1")
+            if self.eval_strategy == "no" or self.best_metric_name is None:
+                raise invalid("early_stopping_patience", self.early_stopping_patience,
+                              "unset unless --eval_strategy is steps or epoch and --metric_for_best_model (or "
+                              "--load_best_model_at_end) names the metric to watch")
+        if not self.early_stopping_threshold >= 0:
+            raise invalid("early_stopping_threshold", self.early_stopping_threshold, "a number >= 0")
+
     # ------------------------------------------------------------------------------- derived values
+    @property
+    def best_metric_name(self) -> str | None:
+        """The evaluation metric that ranks checkpoints (``eval_`` prefixed), as transformers takes it:
+        ``metric_for_best_model``, else ``eval_loss`` with ``load_best_model_at_end``, else None (none is tracked)."""
+        name = self.metric_for_best_model or ("loss" if self.load_best_model_at_end else None)
+        if name is None:
+            return None
+        return name if name.startswith("eval_") else f"eval_{name}"
+
+    @property
+    def best_is_greater(self) -> bool:
+        """``greater_is_better``, by default False for a metric ending in ``loss`` and True for any other."""
+        if self.greater_is_better is not None:
+            return self.greater_is_better
+        return not (self.best_metric_name or "eval_loss").endswith("loss")
+
     @property
     def trackers(self) -> list[str]:
         """The trackers of ``report_to`` (``"tensorboard,wandb"`` → two names; ``"none"`` → none; ``"all"``)."""

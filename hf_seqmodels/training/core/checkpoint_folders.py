@@ -64,12 +64,20 @@ def find_latest_checkpoint(output_dir: str | Path) -> Path | None:
     return checkpoints[-1] if checkpoints else None
 
 
-def rotate_checkpoints(output_dir: str | Path, save_total_limit: int | None) -> list[Path]:
-    """Delete the oldest checkpoints so that at most ``save_total_limit`` remain; returns the deleted ones."""
+def rotate_checkpoints(output_dir: str | Path, save_total_limit: int | None, keep: str | Path | None = None) -> list[Path]:
+    """Delete the oldest checkpoints so that at most ``save_total_limit`` remain; returns the deleted ones. The
+    newest (to resume from) and ``keep`` (the best one) always remain, as in transformers: with a limit of 1 and a
+    best checkpoint older than the newest, two do."""
     if save_total_limit is None:
         return []
     checkpoints = list_checkpoints(output_dir)
-    doomed = checkpoints[: max(0, len(checkpoints) - save_total_limit)]
+    best = Path(keep).name if keep else None  # a name: the run may spell its output folder differently
+    kept = {path for path in checkpoints if path == checkpoints[-1] or path.name == best}
+    for path in reversed(checkpoints):
+        if len(kept) >= save_total_limit:
+            break
+        kept.add(path)
+    doomed = [path for path in checkpoints if path not in kept]
     for path in doomed:
         shutil.rmtree(path)
     return doomed

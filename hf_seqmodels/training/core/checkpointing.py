@@ -107,6 +107,10 @@ class TrainerState:
     train_loss_sum: float = 0.0
     train_loss_count: int = 0
     pending_losses: list[float] = field(default_factory=list)  # since the last logged record
+    best_metric: float | None = None  # the best value of --metric_for_best_model so far
+    best_global_step: int | None = None  # the step of that evaluation
+    best_model_checkpoint: str | None = None  # its checkpoint (rotation keeps it)
+    early_stopping_patience_counter: int = 0  # evaluations in a row without improvement
     history: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> str:
@@ -284,7 +288,7 @@ def save_checkpoint(output_dir: str | Path, *, accelerator, model: torch.nn.Modu
         unwrapped = accelerator.unwrap_model(model) if model is not None else torch.nn.Module()
         raise _write_error(error, stage.now, final_dir, unwrapped, optimizer) from error
     if accelerator.is_main_process:
-        rotate_checkpoints(output_dir, save_total_limit)
+        rotate_checkpoints(output_dir, save_total_limit, keep=trainer_state.best_model_checkpoint)
     accelerator.wait_for_everyone()
     return final_dir
 
@@ -424,6 +428,19 @@ def _reading(path: Path):
                                      f"cannot be read ({type(error).__name__}: {first_line})") from error
 
 
+def load_weights(path: str | Path, model: torch.nn.Module, unsharded_model: torch.nn.Module | None = None) -> None:
+    """Load only the weights of the checkpoint ``path`` into the unwrapped ``model`` (the best checkpoint at the end
+    of a run); for a sharded model pass ``unsharded_model`` as to :func:`load_checkpoint`: every process keeps its
+    shards."""
+    if unsharded_model is None:
+        _load_weights(model, Path(path) / MODEL_FILE)
+        return
+    from torch.distributed.checkpoint.state_dict import set_model_state_dict
+
+    _load_weights(unsharded_model, Path(path) / MODEL_FILE)
+    set_model_state_dict(model, unsharded_model.state_dict(), options=_full_state_options())
+
+
 def _read_state(path: Path) -> TrainerState:
     data = _read_json(path / STATE_FILE, path)
     data.pop("checkpoint_format", None)
@@ -482,7 +499,7 @@ __all__ = [
     "CHECKPOINT_FORMAT", "CHECKPOINT_PREFIX", "DEEPSPEED_DIR", "MANIFEST_FILE", "TEMP_PREFIX",
     "CheckpointCorruptError", "CheckpointWriteError", "TrainerState", "capture_rng_state",
     "checkpoint_bytes_needed", "estimate_checkpoint_bytes", "find_latest_checkpoint", "folder_size",
-    "gather_full_state", "list_checkpoints", "load_checkpoint", "newest_intact_checkpoint", "resolve_checkpoint",
+    "gather_full_state", "list_checkpoints", "load_checkpoint", "load_weights", "newest_intact_checkpoint", "resolve_checkpoint",
     "restore_rng_state", "rotate_checkpoints", "save_checkpoint", "scatter_full_state", "verify_checkpoint",
     "warn_if_low_disk_space", "write_manifest",
 ]

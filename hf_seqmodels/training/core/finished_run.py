@@ -57,7 +57,9 @@ class FinishedRun:
         write_trainer_state(output_dir, global_step=self.state.global_step, epoch=self._epoch_progress(),
                             max_steps=self.total_steps, num_train_epochs=self.args.num_train_epochs,
                             history=self.state.history, logging_steps=self.logging_steps, eval_steps=self.eval_steps,
-                            save_steps=self.save_steps, train_batch_size=self.args.per_device_train_batch_size)
+                            save_steps=self.save_steps, train_batch_size=self.args.per_device_train_batch_size,
+                            best_metric=self.state.best_metric, best_global_step=self.state.best_global_step,
+                            best_model_checkpoint=self.state.best_model_checkpoint)
 
     @torch.no_grad()
     def plot_self_attention(self, model) -> str | None:

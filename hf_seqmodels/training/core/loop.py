@@ -43,8 +43,10 @@ from .cards import configure_generation, engine_card_arguments, write_run_model_
 from .checkpointing import (
     CheckpointWriteError,
     TrainerState,
+    checkpoint_step,
     gather_full_state,
     load_checkpoint,
+    load_weights,
     resolve_checkpoint,
     save_checkpoint,
     warn_if_low_disk_space,
@@ -144,6 +146,7 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
         self.stop_signals = StopSignals()
         self.last_eval: dict[str, float] | None = None
         self.last_eval_step = -1
+        self.stopping_early = False  # set when --early_stopping_patience evaluations in a row did not improve
 
     # ---- the task hooks
     def task_defaults(self) -> dict[str, Any]:
@@ -271,6 +274,8 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
         self.read_losses()  # the state it records counts every update's loss
         if self.last_checkpoint_step == self.state.global_step:
             return self.last_checkpoint
+        if self.state.best_global_step == self.state.global_step:  # recorded in the checkpoint, kept by the rotation
+            self.state.best_model_checkpoint = str(Path(self.args.output_dir) / f"checkpoint-{self.state.global_step}")
         model, optimizer_state = self.model, None
         if self.sharded:
             weights, optimizer_state = gather_full_state(self.accelerator.unwrap_model(self.model), self.optimizer)
@@ -385,7 +390,7 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
             if self.state.window == len(self.batches):
                 return False
             self.maybe_evaluate_and_save("steps")
-            if self.done() or self.out_of_time(started):
+            if self.done() or self.stopping_early or self.out_of_time(started):
                 return True
         return False
 
@@ -395,10 +400,51 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
         step = self.state.global_step
         due = {"steps": lambda every: step % every == 0, "epoch": lambda every: True}[moment]
         if self.evaluating and self.args.eval_strategy == moment and due(self.eval_steps):
-            self.evaluate()
+            self.track_best(self.evaluate())
             self.write_curves()
         if self.args.save_strategy == moment and due(self.save_steps):
             self.save_checkpoint()
+
+    def track_best(self, metrics: dict[str, float]) -> None:
+        """Compare the evaluation's ``--metric_for_best_model`` with the best so far (transformers' ``best_metric``)
+        and count the evaluations without improvement for ``--early_stopping_patience`` (its
+        ``EarlyStoppingCallback``: an improvement beats the best by more than ``--early_stopping_threshold``)."""
+        name = self.args.best_metric_name
+        if name is None:
+            return
+        if name not in metrics:  # at the first evaluation: the task decides which metrics there are
+            raise invalid("metric_for_best_model", self.args.metric_for_best_model or "loss",
+                          "a metric the evaluation reports, with or without its eval_ prefix: "
+                          + ", ".join(k for k, v in metrics.items() if isinstance(v, float)))
+        value, best, state = metrics[name], self.state.best_metric, self.state
+        better = best is None or (value > best if self.args.best_is_greater else value < best)
+        if best is None or (better and abs(value - best) > self.args.early_stopping_threshold):
+            state.early_stopping_patience_counter = 0
+        else:
+            state.early_stopping_patience_counter += 1
+        if better:
+            state.best_metric, state.best_global_step = value, state.global_step
+        patience = self.args.early_stopping_patience
+        if patience is not None and state.early_stopping_patience_counter >= patience:
+            self.stopping_early = True
+            logger.warning(f"Early stopping after step {state.global_step}: {name} has not improved on its best "
+                           f"({state.best_metric:.4f} at step {state.best_global_step}) by more than "
+                           f"{self.args.early_stopping_threshold:g} for {patience} evaluation(s) "
+                           "(--early_stopping_patience).")
+
+    def load_best_model(self) -> None:
+        """Load the best checkpoint's weights into the model (``--load_best_model_at_end``), and make its evaluation
+        the run's last one, so that the final model, its card and its results are the best checkpoint's."""
+        path = Path(self.state.best_model_checkpoint)
+        # one process, DDP or DeepSpeed ZeRO 0-2: the weights are whole on every process; FSDP2: its shards
+        load_weights(path, self.accelerator.unwrap_model(self.model),
+                     unsharded_model=self.unsharded_model() if self.sharded else None)
+        step = checkpoint_step(path)
+        evaluation = [r for r in self.state.history if r["step"] == step and self.args.best_metric_name in r]
+        if evaluation:
+            self.last_eval = {k: v for k, v in evaluation[-1].items() if k.startswith("eval_")}
+        logger.info(f"Loaded the best model: {path} (step {step}, "
+                    f"{self.args.best_metric_name}={self.state.best_metric:.4f}).")
 
     def end_epoch(self) -> None:
         """Close an epoch: count it, reset the carried state, evaluate and save when due."""
@@ -429,7 +475,7 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
             progress = tqdm(total=self.total_steps, initial=self.state.global_step, desc="Training",
                             disable=self.args.disable_tqdm or not self.accelerator.is_local_main_process)
             with contextlib.closing(progress):
-                while not self.done():
+                while not self.done() and not self.stopping_early:
                     if self.train_epoch(progress, started):
                         break
                     self.end_epoch()
@@ -438,11 +484,13 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
                 self.interrupt(signum)
             self.flush_losses()
             if self.evaluating and self.last_eval_step != self.state.global_step:
-                self.evaluate()
+                self.track_best(self.evaluate())
             self.save_checkpoint()
             self.write_curves()
             if signum := self.stop_signal():  # arrived during the final evaluation: the checkpoint is written
                 self.interrupt(signum)
+            if self.args.load_best_model_at_end and self.state.best_model_checkpoint is not None:
+                self.load_best_model()
         return self.results(train_seconds)
 
     def results(self, train_seconds: float) -> dict[str, Any]:
@@ -457,6 +505,9 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
             "train_runtime_seconds": train_seconds,
             "train_tokens_per_second": self.tokens_seen / train_seconds if train_seconds > 0 else math.nan,
             "num_processes": self.accelerator.num_processes,
+            **({"best_metric": self.state.best_metric, "best_global_step": self.state.best_global_step,
+                "best_model_checkpoint": self.state.best_model_checkpoint}
+               if self.state.best_metric is not None else {}),
         }
 
     def train(self, training_data: str | None = None, eval_dataset: str | None = None) -> dict[str, Any]:

@@ -12,15 +12,14 @@ import json
 import logging
 
 import pytest
+import test_training_lm as lm_tests
 import torch
 from test_training_lm import CORPUS, engine_args, tiny_nnlm, weights
-from tokenizer_test_utils import char_tokenizer
 
 from hf_seqmodels.models.config_utils import ConfigValidationError
 from hf_seqmodels.training import LMTrainingArguments, train_causal_lm
 from hf_seqmodels.training.core.checkpoint_folders import rotate_checkpoints
 from hf_seqmodels.training.core.cli import run_command
-from hf_seqmodels.training.core.text import tokenize_texts
 from hf_seqmodels.training.lm.cli import main as lm_main
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -30,15 +29,8 @@ OVERFITTING = dict(num_train_epochs=3, learning_rate=0.05, eval_strategy="steps"
 LAST_STEP = 75
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    return char_tokenizer(CORPUS)
-
-
-@pytest.fixture(scope="module")
-def corpus_ids(tokenizer):
-    ids = tokenize_texts([CORPUS], tokenizer)
-    return ids[:1600], ids[1600:]
+#: the language-model tests' fixtures: the character tokenizer of CORPUS and its train/validation ids
+tokenizer, corpus_ids = lm_tests.tokenizer, lm_tests.corpus_ids
 
 
 def train(tokenizer, corpus_ids, output_dir, **overrides):

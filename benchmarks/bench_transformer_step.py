@@ -9,17 +9,26 @@ positions, ``scale_embedding=False``, ``bias=False``, dropout 0), called as the 
 give the same loss.
 
 A step is ``zero_grad``, forward with the loss, backward and an AdamW step (the same optimizer on both sides;
-``--optim``). Rounds alternate between the two (interleaved) and the ratio is the median over rounds of ours /
-reference. Sizes:
+``--optim``), on ``--device`` (``auto``: the GPU when torch sees one; there TF32 is allowed for fp32 products, as
+nanoGPT's ``train.py`` allows it), under bf16 autocast with ``--bf16``. Rounds alternate between the contenders
+(interleaved) and the ratio is the median over rounds of ours / reference. ``--compile`` adds two contenders,
+timed in the same rounds: the reference passed through ``torch.compile(model)`` as nanoGPT's ``train.py``
+compiles its GPT, and ours passed through ``torch.compile(model)`` as ``--torch_compile`` compiles it in the
+training loop (inductor, default mode, both). Sizes:
 
 * ``nanogpt``: nanoGPT's CPU configuration for Tiny Shakespeare: 4 layers, 4 heads, width 128, context 64,
   batch 12, 65 characters;
-* ``4x256``: 4 layers, 4 heads, width 256, context 128, batch 32.
+* ``4x256``: 4 layers, 4 heads, width 256, context 128, batch 32;
+* ``nanogpt-shakespeare-char``: nanoGPT's GPU configuration for Tiny Shakespeare characters
+  (``config/train_shakespeare_char.py``): 6 layers, 6 heads, width 384, context 256, batch 64, 65 characters
+  (10.7 M parameters), dropout 0 here as on both sides above (nanoGPT trains it with 0.2);
+* ``tiny``: 2 layers x 32, context 16, batch 4: a smoke test of the script, not a measurement.
 
-Target: ours / reference <= 1.0 at both sizes.
+Target: ours / reference <= 1.0 at every size, eager and compiled, on the same device.
 
     python -m benchmarks.bench_transformer_step
     python -m benchmarks.bench_transformer_step --sizes nanogpt --repeats 9 --bf16 --json out.json
+    python -m benchmarks.bench_transformer_step --sizes nanogpt-shakespeare-char --bf16 --compile  # on a GPU
 """
 
 from __future__ import annotations
@@ -27,7 +36,6 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
-from contextlib import nullcontext
 
 import torch
 import torch.nn.functional as F
@@ -37,11 +45,16 @@ from hf_seqmodels import TransformerForCausalLM, TransformerLMConfig
 
 from .common import (
     add_common_args,
+    add_device_arg,
+    device_name,
     interleaved_timings,
     paired_ratio,
+    precision,
     print_table,
     report_ratio,
+    resolve_device,
     setup,
+    synchronizer,
     write_json,
 )
 
@@ -49,7 +62,10 @@ TARGET = 1.0
 SIZES = {  # layers, heads, width, context, batch, vocabulary, steps per timed round
     "nanogpt": dict(layers=4, heads=4, width=128, context=64, batch=12, vocab=65, steps=10),
     "4x256": dict(layers=4, heads=4, width=256, context=128, batch=32, vocab=65, steps=2),
+    "nanogpt-shakespeare-char": dict(layers=6, heads=6, width=384, context=256, batch=64, vocab=65, steps=10),
+    "tiny": dict(layers=2, heads=2, width=32, context=16, batch=4, vocab=65, steps=2),
 }
+DEFAULT_SIZES = ["nanogpt", "4x256"]  # the CPU's; nanogpt-shakespeare-char is a GPU's size
 
 
 class HandBlock(nn.Module):
@@ -88,7 +104,7 @@ class HandGPT(nn.Module):
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """``idx``, ``targets`` ``(B, T)`` -> the mean next-token cross-entropy."""
-        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))  # (B, T, C)
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))  # (B, T, C)
         for block in self.blocks:
             x = block(x)
         logits = self.lm_head(self.ln_f(x))  # (B, T, V)
@@ -123,26 +139,29 @@ def gpt_shaped(size: dict) -> TransformerLMConfig:
     )
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
+    parser.add_argument("--sizes", nargs="+", default=DEFAULT_SIZES, choices=list(SIZES))
     parser.add_argument("--optim", default="adamw_torch_fused", choices=["adamw_torch_fused", "adamw_torch"],
                         help="the optimizer of both sides (the training loop's --optim names)")
-    parser.add_argument("--bf16", action="store_true", help="both sides under CPU bf16 autocast (as --bf16 trains)")
+    parser.add_argument("--bf16", action="store_true", help="both sides under bf16 autocast (as --bf16 trains)")
+    parser.add_argument("--compile", action="store_true",
+                        help="also time both sides passed through torch.compile, in the same rounds")
+    add_device_arg(parser)
     add_common_args(parser, repeats=7, warmup=1)
-    return parser.parse_args()
+    return parser.parse_args(argv)
 
 
-def stepper(model: nn.Module, loss_of, args: argparse.Namespace, steps: int):
+def stepper(model: nn.Module, loss_of, args: argparse.Namespace, device: torch.device, steps: int):
     """A round of ``steps`` training steps of ``model``; ``loss_of(model)`` runs its forward."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1,
                                   fused=args.optim == "adamw_torch_fused")
-    precision = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if args.bf16 else nullcontext
+    autocast = precision(device, args.bf16)
 
     def run() -> None:
         for _ in range(steps):
             optimizer.zero_grad(set_to_none=True)
-            with precision():
+            with autocast():
                 loss = loss_of(model)
             loss.backward()
             optimizer.step()
@@ -150,13 +169,19 @@ def stepper(model: nn.Module, loss_of, args: argparse.Namespace, steps: int):
     return run
 
 
-def bench_size(name: str, args: argparse.Namespace) -> dict:
+def allow_tf32(allowed: bool) -> None:
+    """Let CUDA run fp32 matrix products and convolutions in TF32 (no effect on the CPU)."""
+    torch.backends.cuda.matmul.allow_tf32 = allowed
+    torch.backends.cudnn.allow_tf32 = allowed
+
+
+def bench_size(name: str, args: argparse.Namespace, device: torch.device) -> dict:
     size = SIZES[name]
     torch.manual_seed(args.seed)
-    ours = TransformerForCausalLM(gpt_shaped(size)).train()
+    ours = TransformerForCausalLM(gpt_shaped(size)).to(device).train()
     reference = HandGPT(size["vocab"], size["context"], size["width"], size["layers"], size["heads"])
-    reference.load_from(ours).train()
-    ids = torch.randint(0, size["vocab"], (size["batch"], size["context"] + 1))
+    reference.load_from(ours).to(device).train()
+    ids = torch.randint(0, size["vocab"], (size["batch"], size["context"] + 1)).to(device)
     x, y = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()  # (B, T) inputs and their next tokens
 
     def our_loss(model):
@@ -165,31 +190,51 @@ def bench_size(name: str, args: argparse.Namespace) -> dict:
     def reference_loss(model):
         return model(x, y)
 
-    same = torch.allclose(our_loss(ours), reference_loss(reference), rtol=1e-5, atol=1e-5)
-    if not same:
-        raise SystemExit(f"FAIL: {name}: the reference with our weights gives another loss")
+    allow_tf32(False)  # the check compares fp32 losses
+    losses = {"ours": our_loss(ours).item(), "reference": reference_loss(reference).item()}
+    tolerance = 1e-4 if device.type == "cuda" else 1e-5  # GPU kernels sum in other orders
+    if abs(losses["ours"] - losses["reference"]) > tolerance * max(1.0, abs(losses["reference"])):
+        raise SystemExit(f"FAIL: {name}: the reference with our weights gives another loss: {losses}")
+    allow_tf32(device.type == "cuda")  # as nanoGPT's train.py; under --bf16 autocast the products are bf16 anyway
     counts = {"ours": len(list(ours.parameters())), "reference": len(list(reference.parameters()))}
+    parameters = sum(p.numel() for p in reference.parameters())
     steps = size["steps"]
-    contenders = {"ours": stepper(ours, our_loss, args, steps),
-                  "reference": stepper(copy.deepcopy(reference), reference_loss, args, steps)}
-    times = interleaved_timings(contenders, args.repeats, args.warmup)
+    models = {"ours": (ours, our_loss), "reference": (copy.deepcopy(reference), reference_loss)}
+    if args.compile:
+        models["ours compiled"] = (torch.compile(copy.deepcopy(ours)), our_loss)
+        models["reference compiled"] = (torch.compile(copy.deepcopy(reference)), reference_loss)
+    contenders = {k: stepper(model, loss_of, args, device, steps) for k, (model, loss_of) in models.items()}
+    times = interleaved_timings(contenders, args.repeats, args.warmup, sync=synchronizer(device))
     per_step = {k: statistics.median(t) / steps * 1e3 for k, t in times.items()}
+    tokens = size["batch"] * size["context"]
     print(f"\n{name}: {size['layers']} layers x {size['width']}, {size['heads']} heads, context {size['context']}, "
-          f"batch {size['batch']}; parameter tensors ours {counts['ours']}, reference {counts['reference']}")
-    print_table(["contender", "ms/step"], [[k, v] for k, v in per_step.items()])
-    precision = "bf16" if args.bf16 else "fp32"
-    ratio = report_ratio(f"{name} ({precision}, {args.optim}): ours / hand-written step time",
-                         paired_ratio(times["ours"], times["reference"]), TARGET, higher_is_better=False)
-    return {"size": name, **size, "ms_per_step": per_step, "parameter_tensors": counts, **ratio}
+          f"batch {size['batch']}, {parameters / 1e6:.2f} M parameters; parameter tensors ours {counts['ours']}, "
+          f"reference {counts['reference']}; same loss before timing ({losses['ours']:.5f})")
+    print_table(["contender", "ms/step", "tokens/s"], [[k, v, f"{tokens / v * 1e3:,.0f}"] for k, v in per_step.items()])
+    label = f"{name} ({'bf16' if args.bf16 else 'fp32'}, {args.optim})"
+    results = [report_ratio(f"{label}: ours / hand-written step time", paired_ratio(times["ours"], times["reference"]),
+                            TARGET, higher_is_better=False)]
+    if args.compile:
+        results.append(report_ratio(f"{label}: ours compiled / hand-written compiled step time",
+                                    paired_ratio(times["ours compiled"], times["reference compiled"]), TARGET,
+                                    higher_is_better=False))
+    return {"size": name, **size, "parameters": parameters, "check": {"same_loss": True, "losses": losses},
+            "ms_per_step": per_step, "parameter_tensors": counts, "results": results}
 
 
-def main() -> None:
-    args = parse_args()
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
     setup(args)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.optim}, "
-          f"{'bf16 autocast' if args.bf16 else 'fp32'}; median of {args.repeats} interleaved rounds")
-    results = [bench_size(name, args) for name in args.sizes]
-    write_json(args.json, {"benchmark": "transformer_step", "args": vars(args), "results": results})
+    device = resolve_device(args.device)
+    hardware = device_name(device)
+    print(f"torch {torch.__version__} on {hardware} ({device}), {torch.get_num_threads()} threads, {args.optim}, "
+          f"{'bf16 autocast' if args.bf16 else 'fp32'}{', compiled beside eager' if args.compile else ''}; "
+          f"median of {args.repeats} interleaved rounds")
+    sizes = [bench_size(name, args, device) for name in args.sizes]
+    summary = {"benchmark": "transformer_step", "device": str(device), "device_name": hardware, "args": vars(args),
+               "sizes": sizes, "results": [result for size in sizes for result in size["results"]]}
+    write_json(args.json, summary)
+    return summary
 
 
 if __name__ == "__main__":

@@ -36,6 +36,8 @@ from pathlib import Path
 
 from .common import print_table
 
+ROOT = Path(__file__).resolve().parent.parent  # the benchmarks run as modules from the repository's root
+
 #: seconds each benchmark may take at the GPU sizes before it is stopped
 TIMEOUT_S = {"bert_pretraining": 240, "transformer_step": 150, "lstm_training": 60}
 GPU = {
@@ -47,10 +49,10 @@ GPU = {
 SMOKE = {
     "bert_pretraining": ["--vocab-size", "100", "--hidden-size", "32", "--num-layers", "1", "--num-heads", "2",
                          "--intermediate-size", "64", "--batch-size", "4", "--seq-length", "16",
-                         "--matmul-size", "64", "--repeats", "1", "--warmup", "0", "--threads", "1"],
-    "transformer_step": ["--sizes", "tiny", "--repeats", "1", "--warmup", "0", "--threads", "1"],
+                         "--matmul-size", "64", "--repeats", "1", "--threads", "1"],
+    "transformer_step": ["--sizes", "tiny", "--repeats", "1", "--threads", "1"],
     "lstm_training": ["--vocab-size", "50", "--embedding-size", "16", "--hidden-size", "16", "--batch-size", "2",
-                      "--bptt", "8", "--steps", "2", "--repeats", "1", "--warmup", "0", "--threads", "1"],
+                      "--bptt", "8", "--steps", "2", "--repeats", "1", "--threads", "1"],
 }
 
 
@@ -72,7 +74,7 @@ def run_benchmark(name: str, options: list[str], output: Path, device: str, time
     print(f"\n=== {name}: {' '.join(command[2:])}", flush=True)
     start = time.perf_counter()
     with open(output / f"{name}.log", "w") as log:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
 
         def echo() -> None:  # as the lines come, so that a long compile shows progress
             for line in process.stdout:
@@ -100,22 +102,21 @@ def summary_rows(result: dict) -> list[list[object]]:
     """One row per ratio of a benchmark's JSON (and one for the LSTM's GPU utilisation)."""
     name = result["benchmark"]
     if "failed" in result:
-        return [[name, "-", "FAILED: " + result["failed"], "-", "-", "-"]]
+        return [[name, "FAILED: " + result["failed"], "-", "-", "-"]]
     rows = []
     for entry in result["results"]:
         target = "" if "target" not in entry else (">= " if entry["higher_is_better"] else "<= ") + str(entry["target"])
-        rows.append([name, result["device_name"], entry["label"], entry["ratio"], target,
-                     entry.get("verdict", "info")])
+        rows.append([name, entry["label"], entry["ratio"], target, entry.get("verdict", "info")])
     if "gpu_utilization_percent" in result:
         busy = ", ".join(f"{k} {v:.0f} %" if isinstance(v, float) else f"{k} {v}"
                          for k, v in result["gpu_utilization_percent"].items())
-        rows.append([name, result["device_name"], f"GPU utilisation ({result['gpu_utilization_source']})", busy,
-                     "", "info"])
+        rows.append([name, f"GPU utilisation ({result['gpu_utilization_source']})", busy, "", "info"])
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    args.output = args.output.resolve()  # the children run in the repository's root
     args.output.mkdir(parents=True, exist_ok=True)
     options = SMOKE if args.smoke else GPU
     results = [run_benchmark(name, options[name], args.output, args.device,
@@ -123,9 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = [row for result in results for row in summary_rows(result)]
     table = StringIO()
     with redirect_stdout(table):
-        print(("smoke run (tiny sizes, not a measurement)" if args.smoke else "GPU sizes") + "; seconds: "
-              + ", ".join(f"{result['benchmark']} {result['seconds']:.0f}" for result in results))
-        print_table(["benchmark", "device", "ratio", "value", "target", "verdict"], rows)
+        devices = sorted({f"{result['device_name']} ({result['device']})" for result in results if "failed" not in result})
+        print(("smoke run (tiny sizes, not a measurement)" if args.smoke else "GPU sizes") + f" on {', '.join(devices)}; "
+              "seconds: " + ", ".join(f"{result['benchmark']} {result['seconds']:.0f}" for result in results))
+        print_table(["benchmark", "ratio", "value", "target", "verdict"], rows)
     print("\n" + table.getvalue(), end="")
     (args.output / "summary.txt").write_text(table.getvalue())
     return 1 if any("failed" in result for result in results) else 0

@@ -112,8 +112,18 @@ def test_suite_summary_rows():
               "results": [{"label": "tokens/s ours / reference", "ratio": 0.97, "target": 0.95,
                            "higher_is_better": True, "verdict": "PASS"}]}
     assert gpu_suite.summary_rows(result) == [
-        ["lstm_training", "NVIDIA H200", "tokens/s ours / reference", 0.97, ">= 0.95", "PASS"],
-        ["lstm_training", "NVIDIA H200", "GPU utilisation (pynvml)", "RNNForCausalLM 91 %, plain torch n/a", "",
-         "info"]]
+        ["lstm_training", "tokens/s ours / reference", 0.97, ">= 0.95", "PASS"],
+        ["lstm_training", "GPU utilisation (pynvml)", "RNNForCausalLM 91 %, plain torch n/a", "", "info"]]
     assert gpu_suite.summary_rows({"benchmark": "bert_pretraining", "failed": "exit status 1", "seconds": 3.0}) == [
-        ["bert_pretraining", "-", "FAILED: exit status 1", "-", "-", "-"]]
+        ["bert_pretraining", "FAILED: exit status 1", "-", "-", "-"]]
+
+
+def test_suite_runs_a_benchmark_in_a_child_process_and_writes_its_files(tmp_path, capsys):
+    assert gpu_suite.main(["--smoke", "--only", "lstm_training", "--device", "cpu", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    written = json.loads((tmp_path / "lstm_training.json").read_text())
+    assert written["check"]["same_loss"] and written["results"][0]["verdict"] in ("PASS", "MISS")
+    assert "same first-window loss" in (tmp_path / "lstm_training.log").read_text()
+    summary = (tmp_path / "summary.txt").read_text()
+    assert summary in printed and "tokens/s ours / reference" in summary
+    assert f"on {written['device_name']} (cpu)" in summary

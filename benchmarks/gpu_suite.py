@@ -11,8 +11,9 @@ the others), at the sizes of the issue's targets:
 
 Each writes ``OUTPUT/<benchmark>.json`` and ``OUTPUT/<benchmark>.log`` (its printed output, also echoed
 here); then a summary of every ratio with its target, verdict and device is printed and written to
-``OUTPUT/summary.txt``. Rounds and steps are bounded so that the three take about 4 minutes on an H200,
-compiling included; each has a time limit (``TIMEOUT_S``), 7.5 minutes in all.
+``OUTPUT/summary.txt``. Rounds and steps are bounded so that the three should take about 4 minutes on an
+H200, compiling included (an estimate, not yet measured there); each has a time limit (``TIMEOUT_S``), 7.5
+minutes in all.
 
 ``--smoke`` runs the same three at tiny sizes, eager only, a single round each: a check that the scripts
 run (under 2 minutes on a loaded 2-core CPU), not a measurement. Exit status 1 when a benchmark failed (its

@@ -217,7 +217,6 @@ def peak_flops(args, device: torch.device) -> float | None:
     return None
 
 
-
 def check_same_loss(reference, ours, batch: dict, tolerance: float) -> dict[str, float]:
     """Total loss of the three contenders in eval mode (dropout off); stop if they differ."""
     reference.eval(), ours.eval()
@@ -274,10 +273,11 @@ def main(argv: list[str] | None = None) -> dict:
         models[REFERENCE_COMPILED] = torch.compile(copy.deepcopy(reference))
     for model in models.values():
         model.train()
-    masked_only = {OURS: True, OURS_FULL: False, OURS_COMPILED: True}
-    contenders = {name: stepper(model, args, device, batch, **(
-        {"masked_positions_only": masked_only[name]} if name in masked_only else {}))
-        for name, model in models.items()}
+    masked_only = {OURS: True, OURS_FULL: False, OURS_COMPILED: True}  # the reference takes no such argument
+    contenders = {}
+    for name, model in models.items():
+        kwargs = {"masked_positions_only": masked_only[name]} if name in masked_only else {}
+        contenders[name] = stepper(model, args, device, batch, **kwargs)
     size, dtype = args.matmul_size, torch.bfloat16 if args.bf16 else torch.float32
     left = torch.randn(size, size, generator=generator).to(device, dtype)
     right = torch.randn(size, size, generator=generator).to(device, dtype)

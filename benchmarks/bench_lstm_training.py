@@ -190,16 +190,12 @@ def main(argv: list[str] | None = None) -> dict:
 
     opt_ours = torch.optim.SGD(ours.parameters(), lr=args.lr)
     opt_ref = torch.optim.SGD(reference.parameters(), lr=args.lr)
-    with GPUUtilization(device) as utilization:
-        times = interleaved_timings(
-            {
-                OURS: utilization.wrap(OURS, lambda: train_ours(ours, opt_ours, batches)),
-                REFERENCE: utilization.wrap(REFERENCE, lambda: train_reference(reference, opt_ref, batches)),
-            },
-            repeats=args.repeats,
-            warmup=args.warmup,
-            sync=synchronizer(device),
-        )
+    contenders = {OURS: lambda: train_ours(ours, opt_ours, batches),
+                  REFERENCE: lambda: train_reference(reference, opt_ref, batches)}
+    interleaved_timings(contenders, repeats=0, warmup=args.warmup)  # outside the utilisation's samples
+    with GPUUtilization(device) as utilization:  # each round ends with a .item(), so the GPU is done when it ends
+        times = interleaved_timings({name: utilization.wrap(name, fn) for name, fn in contenders.items()},
+                                    repeats=args.repeats, warmup=0, sync=synchronizer(device))
     busy = utilization.summary()
     tokens = args.batch_size * args.bptt * args.steps
     rows = [[name, statistics.median(t), f"{tokens / statistics.median(t):,.0f}",

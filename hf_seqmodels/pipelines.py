@@ -27,7 +27,14 @@ import json
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForQuestionAnswering, AutoModelForSeq2SeqLM, AutoTokenizer, Pipeline
+from transformers import (
+    MODEL_FOR_QUESTION_ANSWERING_MAPPING,
+    MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING,
+    AutoModelForQuestionAnswering,
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+    Pipeline,
+)
 from transformers.dynamic_module_utils import custom_object_save
 from transformers.pipelines import PIPELINE_REGISTRY
 
@@ -215,6 +222,10 @@ PIPELINE_TASKS = {
     QUESTION_ANSWERING_TASK: (QuestionAnsweringPipeline, AutoModelForQuestionAnswering),
 }
 
+#: the {config class: model class} mapping of each Auto class above (registrations included)
+MODEL_MAPPINGS = {AutoModelForSeq2SeqLM: MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING,
+                  AutoModelForQuestionAnswering: MODEL_FOR_QUESTION_ANSWERING_MAPPING}
+
 
 def register_pipelines() -> None:
     """Make ``pipeline(task, ...)`` available for every task of :data:`PIPELINE_TASKS` (run by
@@ -240,7 +251,7 @@ def _entries_for(config_class, model_class_name: str) -> dict[str, dict]:
     """:func:`custom_pipelines_for` of the head called ``model_class_name`` with a config of ``config_class``."""
     entries = {}
     for task, (pipeline_class, auto_class) in PIPELINE_TASKS.items():
-        mapping = auto_class._model_mapping
+        mapping = MODEL_MAPPINGS[auto_class]
         if config_class in mapping and mapping[config_class].__name__ == model_class_name:
             module = pipeline_class.__module__.rsplit(".", 1)[-1]
             entries[task] = {"impl": f"{module}.{pipeline_class.__name__}", "pt": [auto_class.__name__],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import shutil
 import site
 import subprocess
@@ -49,8 +50,9 @@ def python_without_package() -> str:
 def run_in_python_without_package(script: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
     """Run ``script`` with :func:`python_without_package` (after checking that ``hf_seqmodels`` is not
     importable there); fails the test with the end of stderr if it fails."""
+    environment = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}  # a checkout on it
     result = subprocess.run([python_without_package(), "-c", _CHECK_NO_PACKAGE + script], capture_output=True,
-                            text=True, cwd=cwd, timeout=timeout)
+                            text=True, cwd=cwd, timeout=timeout, env=environment)
     assert result.returncode == 0, result.stderr[-3000:]
     return result
 

@@ -5,10 +5,12 @@ On a GPU every ``.item()``, ``float()``, ``int()``, ``bool()`` or ``.tolist()`` 
 wait for the device to finish all it was given, so the host cannot queue the next update while the device runs
 this one. On the CPU a host read cannot be told from a device one, so the tests count every such call made while
 ``TrainingLoop.train_epoch`` runs a short run whose logging, evaluation and checkpoint steps all fall after it.
-Three things are left out, each for a reason: making the batches (on the CPU, before they go to the device), the
-model's forward (the models check their inputs' values: theirs, not the loop's) and the optimizer's step (torch
-keeps a non-capturable Adam's step counts on the host). With CUDA the same runs also go under
-``torch.cuda.set_sync_debug_mode("error")``, which raises at any synchronisation outside the model's forward.
+Two things are left out, each for a reason: making the batches (on the CPU, before they go to the device) and the
+optimizer's step (torch keeps a non-capturable Adam's step counts on the host). The model's forward is left out
+where the models check their inputs' values themselves (on the CPU, where a read costs no wait); off the CPU the
+loop vouches for its batches and the forward reads nothing either, which the last tests check on the CPU by
+giving it the loop's GPU setting. With CUDA the same runs also go under ``torch.cuda.set_sync_debug_mode("error")``,
+which raises at any synchronisation.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from test_training_bert import text_corpus
 from test_training_lm import CORPUS, char_tokenizer, engine_args, tiny_lstm, tiny_transformer_lm
 
 from hf_seqmodels import BertConfig, BertForPreTraining
+from hf_seqmodels.models.input_checks import inputs_checked_by_caller
+from hf_seqmodels.registry import FAMILY_DESCRIPTIONS
 from hf_seqmodels.tokenization import train_tokenizer
 from hf_seqmodels.training import train_causal_lm
 from hf_seqmodels.training.bert.data import (
@@ -34,6 +38,7 @@ from hf_seqmodels.training.bert.data import (
     tokenize_documents,
 )
 from hf_seqmodels.training.bert.trainer import BertPretrainingArguments, pretrain_bert
+from hf_seqmodels.training.core import loop as loop_module
 from hf_seqmodels.training.core.loop import TrainingLoop
 from hf_seqmodels.training.core.text import tokenize_texts
 
@@ -91,10 +96,11 @@ class HostReads:
         """Count while ``loop`` trains, pausing in the parts left out (the hooks are on the whole model only, so
         the pauses do not nest)."""
         optimizer = getattr(loop.optimizer, "optimizer", loop.optimizer)  # under accelerate's wrapper
-        hooks = [loop.model.register_forward_pre_hook(lambda *_: self.set(False, False)),
-                 loop.model.register_forward_hook(lambda *_: self.set(True, True)),
-                 optimizer.register_step_pre_hook(lambda *_: self.set(False, True)),  # host step counts: no sync
+        hooks = [optimizer.register_step_pre_hook(lambda *_: self.set(False, True)),  # host step counts: no sync
                  optimizer.register_step_post_hook(lambda *_: self.set(True, True))]
+        if loop.models_read_inputs:  # the model checks its inputs' values: its reads, not the loop's
+            hooks += [loop.model.register_forward_pre_hook(lambda *_: self.set(False, False)),
+                      loop.model.register_forward_hook(lambda *_: self.set(True, True))]
         make_batch = loop.batches.batch
 
         def batch(*args, **kwargs):
@@ -118,7 +124,7 @@ class HostReads:
 
 def check_no_reads(reads: HostReads, results: dict, output_dir: Path) -> None:
     assert reads.calls == [], "the loop read tensors back to the host during the updates"
-    assert reads.skipped > 0  # the counting works: the models read their inputs' values in their forward
+    assert reads.skipped > 0  # the counting works: batch making and the optimizer read values where they may
     assert results["steps"] == STEPS and math.isfinite(results["train_loss"])
     history = json.loads((output_dir / "training_history.json").read_text())
     logged = [record for record in history if "train_loss" in record]
@@ -126,9 +132,20 @@ def check_no_reads(reads: HostReads, results: dict, output_dir: Path) -> None:
     assert logged[0]["train_loss"] == pytest.approx(results["train_loss"], rel=1e-12)
 
 
+#: the loop's setting for its device, and the GPU's on the CPU: the models' forward counted too
+SETTINGS = ["device", "gpu_setting"]
+
+
+def use_setting(setting: str, monkeypatch) -> None:
+    if setting == "gpu_setting":
+        monkeypatch.setattr(loop_module, "models_read_inputs_on", lambda device: False)
+
+
+@pytest.mark.parametrize("setting", SETTINGS)
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("build", [tiny_lstm, tiny_transformer_lm], ids=["lstm", "transformer_lm"])
-def test_lm_updates_read_nothing_back_from_the_device(build, device, tmp_path, monkeypatch):
+def test_lm_updates_read_nothing_back_from_the_device(build, device, setting, tmp_path, monkeypatch):
+    use_setting(setting, monkeypatch)
     tokenizer = char_tokenizer(CORPUS)
     ids = tokenize_texts([CORPUS], tokenizer)
     reads = HostReads(monkeypatch, cuda=device == "cuda")
@@ -138,8 +155,10 @@ def test_lm_updates_read_nothing_back_from_the_device(build, device, tmp_path, m
     check_no_reads(reads, results, tmp_path)
 
 
+@pytest.mark.parametrize("setting", SETTINGS)
 @pytest.mark.parametrize("device", DEVICES)
-def test_bert_updates_read_nothing_back_from_the_device(device, tmp_path, monkeypatch):
+def test_bert_updates_read_nothing_back_from_the_device(device, setting, tmp_path, monkeypatch):
+    use_setting(setting, monkeypatch)
     corpus = text_corpus(40)
     (tmp_path / "corpus.txt").write_text(corpus)
     tokenizer = train_tokenizer([str(tmp_path / "corpus.txt")], kind="wordpiece", vocab_size=80, min_frequency=1,
@@ -178,3 +197,43 @@ def test_a_checkpoint_records_every_loss_read_in_order(tmp_path, monkeypatch):
             total += loss
         assert state["train_loss_sum"] == total and state["train_loss_count"] == step
         assert state["pending_losses"] == losses[4 if step > 4 else 0 : step]  # logged at step 4
+
+
+@pytest.mark.parametrize("padded", [False, True], ids=["unpadded", "right_padded"])
+@pytest.mark.parametrize("family", FAMILY_DESCRIPTIONS, ids=lambda family: family.name)
+def test_models_give_the_same_results_when_the_caller_vouches_for_the_inputs(family, padded):
+    """Under ``inputs_checked_by_caller`` the models skip the checks and shortcuts that read values (an all-ones
+    mask is applied rather than dropped): every head's loss and logits, and their gradients, are unchanged."""
+    config = family.tiny_config()
+    for head in family.heads.values():
+        torch.manual_seed(0)
+        model = head(config).eval()
+        inputs = family.inputs(config, head)
+        if padded and inputs["attention_mask"].dim() == 2:
+            inputs["attention_mask"][1:, -1] = 0  # the second row one token shorter
+        results = []
+        for vouched in (False, True):
+            model.zero_grad()
+            with inputs_checked_by_caller() if vouched else contextlib.nullcontext():
+                outputs = model(**inputs)
+            main = outputs.loss if outputs.get("loss") is not None else outputs[0].float().square().mean()
+            main.backward()
+            grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+            results.append((main.detach(), outputs[1] if outputs.get("loss") is not None else outputs[0], grads))
+        (loss, first, grads), (loss_v, first_v, grads_v) = results
+        torch.testing.assert_close(loss_v, loss, msg=f"{head.__name__}: loss")
+        torch.testing.assert_close(first_v, first, msg=f"{head.__name__}: outputs")
+        assert len(grads) == len(grads_v)
+        for g, g_v in zip(grads, grads_v, strict=True):
+            torch.testing.assert_close(g_v, g)
+
+
+def test_the_loop_refuses_a_tokenizer_larger_than_the_model(tmp_path):
+    """Off the CPU the models leave the ids' range to the loop: the run stops before training when its tokenizer
+    has ids the model's embeddings do not, naming both sizes."""
+    tokenizer = char_tokenizer(CORPUS)
+    ids = tokenize_texts([CORPUS], tokenizer)
+    with pytest.raises(ValueError, match=rf"vocab_size={len(tokenizer) - 1} is smaller than the tokenizer's "
+                                         rf"{len(tokenizer)} tokens"):
+        train_causal_lm(tiny_lstm(len(tokenizer) - 1), tokenizer, ids[:1600], ids[1600:],
+                        engine_args(tmp_path, max_steps=1, use_cpu=True))

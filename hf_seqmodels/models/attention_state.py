@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from transformers import LogitsProcessor
 
+from .library_internals import tensor_version
 from .state_cache import RecurrentState
 
 
@@ -37,12 +38,12 @@ class AttentionDecoderState(RecurrentState):
     def attention_keys(self, memory: torch.Tensor) -> torch.Tensor | None:
         """The keys stored by :meth:`store_attention_keys` for this very ``memory`` tensor (same object,
         unchanged since), else None."""
-        if self._keys is not None and self._keys[0] is memory and self._keys[1] == _version(memory):
+        if self._keys is not None and self._keys[0] is memory and self._keys[1] == tensor_version(memory):
             return self._keys[2]
         return None
 
     def store_attention_keys(self, memory: torch.Tensor, keys: torch.Tensor) -> None:
-        self._keys = (memory, _version(memory), keys)
+        self._keys = (memory, tensor_version(memory), keys)
 
     @classmethod
     def empty(cls) -> AttentionDecoderState:
@@ -109,11 +110,6 @@ class AttentionDecoderState(RecurrentState):
         super().reset()
         self.input_feed = self.coverage = self.attention = self.source_mask = None
         self._keys = None
-
-
-def _version(tensor: torch.Tensor) -> int | None:
-    """The in-place version counter of ``tensor`` (inference-mode tensors have none)."""
-    return None if tensor.is_inference() else tensor._version
 
 
 def coverage_penalty(coverage: torch.Tensor, source_mask: torch.Tensor | None) -> torch.Tensor:

@@ -3,11 +3,35 @@
 The checks that read tensor values (``int(...)``, ``bool(...)``) run in eager mode only: under
 ``torch.compile``, ``torch.export`` or ONNX export (:func:`is_tracing`) they are skipped, so the traced graph
 has no data-dependent branch or graph break. Shape checks run everywhere (shapes are known when tracing).
+
+On a GPU each value read is also a synchronisation: the host waits until the device has computed everything
+queued so far. A caller that has already checked its inputs where they were made (the training loop: ids from
+a tokenizer that fits the model, labels from the same data) runs the model under :func:`inputs_checked_by_caller`;
+the value-reading checks and value-dependent shortcuts are then off, as when tracing (:func:`reads_values`).
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
+
+_checked_by_caller = 0  # depth of inputs_checked_by_caller() blocks
+
+
+@contextlib.contextmanager
+def inputs_checked_by_caller() -> Iterator[None]:
+    """Within the block, the models read no input values back to the host (:func:`reads_values` is False): no
+    range checks on ids, masks and labels, and no shortcut that depends on a mask's values (an all-ones mask is
+    applied rather than dropped). For callers that checked their inputs themselves and must not wait for the
+    device, as the training loop on a GPU. Results are the same; bad inputs are then the caller's to refuse."""
+    global _checked_by_caller
+    _checked_by_caller += 1
+    try:
+        yield
+    finally:
+        _checked_by_caller -= 1
 
 
 def is_tracing() -> bool:
@@ -17,6 +41,13 @@ def is_tracing() -> bool:
     test, and is not a way to export these models (their forward reads tensor values in eager mode)."""
     return (torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing()
             or torch.jit.is_scripting())
+
+
+def reads_values() -> bool:
+    """Whether the models may read input values back to the host (checks, mask shortcuts): in eager mode, unless
+    the caller vouches for its inputs (:func:`inputs_checked_by_caller`). Tracing is tested first, so a compiled
+    graph never looks at the module's state."""
+    return not is_tracing() and not _checked_by_caller
 
 
 def check_input_ids(input_ids: torch.Tensor | None, vocab_size: int, name: str = "input_ids",
@@ -33,7 +64,7 @@ def check_input_ids(input_ids: torch.Tensor | None, vocab_size: int, name: str =
         raise ValueError(f"`{name}` is empty (shape {tuple(input_ids.shape)}); give at least one token.")
     if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool or input_ids.is_complex():
         raise ValueError(f"`{name}` must hold integer token ids, got dtype {input_ids.dtype}.")
-    if is_tracing():
+    if not reads_values():
         return
     if input_ids.numel() == 1:  # one token: a decoding step
         low = high = int(input_ids.item())
@@ -77,7 +108,7 @@ def current_mask(attention_mask: torch.Tensor | None, input_ids: torch.Tensor) -
             f"`attention_mask` has {attention_mask.shape[1]} columns but `input_ids` has {input_ids.shape[1]}."
         )
     mask = attention_mask[:, -input_ids.shape[1] :]
-    if is_tracing():
+    if not reads_values():
         return mask.bool()
     if mask.dtype == torch.bool:
         return None if bool(mask.all()) else mask
@@ -94,7 +125,7 @@ def current_mask(attention_mask: torch.Tensor | None, input_ids: torch.Tensor) -
 
 def check_mask_values(mask: torch.Tensor | None, name: str = "attention_mask") -> None:
     """Raise a ValueError naming ``name`` when a 0/1 mask holds another value (eager mode only)."""
-    if mask is None or mask.dtype == torch.bool or is_tracing():
+    if mask is None or mask.dtype == torch.bool or not reads_values():
         return
     wrong = (mask != 0) & (mask != 1)
     if bool(wrong.any()):
@@ -103,7 +134,7 @@ def check_mask_values(mask: torch.Tensor | None, name: str = "attention_mask") -
 
 def check_target_ids(labels: torch.Tensor | None, vocab_size: int, name: str = "labels") -> None:
     """Token targets of a language-model loss must lie in ``[0, vocab_size)`` or be -100 (eager mode only)."""
-    if labels is None or is_tracing():
+    if labels is None or not reads_values():
         return
     bad = _first_outside(labels, vocab_size, -100)
     if bad is not None:
@@ -144,6 +175,8 @@ def check_labels(labels: torch.Tensor | None, logits: torch.Tensor, name: str = 
         raise ValueError(f"`{name}` must have shape {tuple(logits.shape[:-1])} (one class id per "
                          f"{'example' if logits.dim() == 2 else 'position'}), got {tuple(labels.shape)}.")
     num_classes = logits.shape[-1]
+    if not reads_values():
+        return
     bad = _first_outside(labels, num_classes, ignore_index)
     if bad is not None:
         raise ValueError(f"`{name}` contains {bad}, outside the {num_classes} classes "

@@ -46,6 +46,7 @@ from .input_checks import (
     check_target_ids,
     current_mask,
     is_tracing,
+    reads_values,
 )
 from .multi_head_attention import attention_implementation, bidirectional_mask
 from .output_flags import output_flags, structured
@@ -176,11 +177,11 @@ class BertPreTrainedModel(PreTrainedModel):
 
 
 def check_segments(token_type_ids: torch.Tensor, shape: torch.Size, type_vocab_size: int) -> None:
-    """Shape check always; the range check reads values, so it runs in eager mode only (:func:`is_tracing`)."""
+    """Shape check always; the range check reads values, so it runs only where :func:`reads_values`."""
     if token_type_ids.shape != shape:
         raise ValueError(f"`token_type_ids` must have the shape (batch, length) of the inputs {tuple(shape)}, "
                          f"got {tuple(token_type_ids.shape)}.")
-    if is_tracing():
+    if not reads_values():
         return
     low, high = (int(v) for v in torch.aminmax(token_type_ids))
     if low < 0 or high >= type_vocab_size:
@@ -296,7 +297,7 @@ def masked_lm_logits_and_loss(
     else:
         logits = head(hidden)  # (B, T, V)
         flat_logits, flat_labels = logits.flatten(0, 1), labels.flatten()
-        if not is_tracing():  # the loss reads the labelled rows only (a data-dependent shape: eager mode)
+        if reads_values():  # the loss reads the labelled rows only (a data-dependent shape: eager mode)
             selected = flat_labels != -100  # (B T,)
             flat_logits, flat_labels = flat_logits[selected], flat_labels[selected]  # (N, V), (N,)
     loss = summed_cross_entropy(flat_logits, flat_labels)

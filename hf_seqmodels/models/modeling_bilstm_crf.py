@@ -46,7 +46,7 @@ from transformers.utils.generic import can_return_tuple
 from .char_encoder import fill_char_tables
 from .configuration_bilstm_crf import BiLSTMCRFConfig
 from .crf import LinearChainCRF
-from .input_checks import check_labels, is_tracing
+from .input_checks import check_labels, reads_values
 from .modeling_rnn import RNNModel, RNNPreTrainedModel
 from .output_flags import structured
 
@@ -196,7 +196,7 @@ class BiLSTMCRFForTokenClassification(BiLSTMCRFPreTrainedModel):
     def check_labels(self, labels: torch.LongTensor, mask: torch.Tensor) -> None:
         """Refuse gold tag sequences the CRF's constraints forbid: their loss would be about 10^4 (the
         :data:`crf.IMPOSSIBLE` score) and swamp training. Eager mode only (it reads tensor values)."""
-        if self.crf.constraints is None or is_tracing():
+        if self.crf.constraints is None or not reads_values():
             return
         forbidden = self.crf.forbidden_positions(labels, mask)
         if bool(forbidden.any()):

@@ -28,7 +28,7 @@ from .attention_state import AttentionDecoderState, CoveragePenaltyLogitsProcess
 from .cache_continuation import continue_from_cache
 from .cache_naming import CACHE_NAME, cache_field, given_cache, output_cache
 from .configuration_rnn_seq2seq import RNNSeq2SeqConfig
-from .input_checks import check_input_ids, check_mask_values, check_source_ids, is_tracing
+from .input_checks import check_input_ids, check_mask_values, check_source_ids, reads_values
 from .modeling_rnn import RNNPreTrainedModel
 from .output_flags import output_flags, structured
 from .recurrent_stack import RecurrentStack
@@ -124,7 +124,7 @@ def source_mask(attention_mask: torch.Tensor | None, shape: torch.Size) -> torch
     if tuple(attention_mask.shape) != tuple(shape):
         raise ValueError(f"`attention_mask` must have the source's shape {tuple(shape)}, got "
                          f"{tuple(attention_mask.shape)}.")
-    if is_tracing():  # no value-dependent check or shortcut in a compiled/exported graph
+    if not reads_values():  # no value-dependent check or shortcut in a compiled/exported graph
         return attention_mask.bool()
     check_mask_values(attention_mask)
     mask = attention_mask.bool()
@@ -137,7 +137,7 @@ def check_right_padded(decoder_attention_mask: torch.Tensor | None) -> None:
     """The recurrent decoder reads the target left to right, so padding after the real tokens (right padding,
     what ``DataCollatorForSeq2Seq`` and ``generate`` give) never changes a real position and the mask needs no
     further use; padding before them would feed pad tokens into the state and is refused (eager mode only)."""
-    if decoder_attention_mask is None or is_tracing():
+    if decoder_attention_mask is None or not reads_values():
         return
     check_mask_values(decoder_attention_mask, "decoder_attention_mask")
     mask = decoder_attention_mask.bool()

@@ -46,6 +46,7 @@ from transformers.utils.generic import can_return_tuple
 
 from .configuration_textcnn import TextCNNConfig
 from .input_checks import check_classification_labels, check_input_ids, current_mask
+from .library_internals import is_hf_initialized
 from .output_flags import output_flags, structured
 
 ACTIVATIONS = {"relu": F.relu, "tanh": torch.tanh}
@@ -117,7 +118,7 @@ class TextCNNPreTrainedModel(PreTrainedModel):
         output layer ``N(0, initializer_range)``, zero biases."""
         if isinstance(module, nn.Embedding):
             init.uniform_(module.weight, -self.config.init_range, self.config.init_range)
-            if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
+            if module.padding_idx is not None and not is_hf_initialized(module.weight):
                 init.zeros_(module.weight[module.padding_idx])
         else:
             super()._init_weights(module)

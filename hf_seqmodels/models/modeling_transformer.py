@@ -37,6 +37,7 @@ from .cache_naming import cache_field, given_cache, output_cache
 from .configuration_transformer import TransformerConfig, TransformerConfigBase, TransformerLMConfig
 from .feed_forward import Dropout
 from .input_checks import check_input_ids, check_mask_values, check_source_ids, current_mask, is_tracing
+from .library_internals import mark_not_initialized
 from .multi_head_attention import attention_implementation, bidirectional_mask, causal_mask
 from .output_flags import output_flags, structured
 from .positional_encoding import build_positional_encoding, position_ids_from_mask
@@ -313,7 +314,7 @@ class TransformerPreTrainedModel(PreTrainedModel):
         unloaded = {source for source in self.all_tied_weights_keys.values() if source in loading_info.missing_keys}
         super().mark_tied_weights_as_initialized(loading_info)
         for source in unloaded:
-            self.get_parameter(source)._is_hf_initialized = False
+            mark_not_initialized(self.get_parameter(source))
             loading_info.missing_keys.add(source)
 
     @torch.no_grad()

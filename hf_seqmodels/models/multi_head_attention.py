@@ -32,7 +32,7 @@ from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs
 
 from .feed_forward import dropout as drop
-from .input_checks import is_tracing
+from .input_checks import is_tracing, reads_values
 
 
 def eager_attention_forward(
@@ -202,7 +202,7 @@ def attention_bias(
     a given padding mask is always kept: whether it hides anything depends on its values.
     """
     allowed = None
-    if key_padding_mask is not None and (is_tracing() or not bool(key_padding_mask.all())):
+    if key_padding_mask is not None and (not reads_values() or not bool(key_padding_mask.all())):
         allowed = key_padding_mask[:, None, None, :].bool()  # (B, 1, 1, S)
     if causal and query_length > 1:
         allowed = causal_allowed(query_length, key_length, key_length - query_length, device, allowed)
@@ -242,7 +242,7 @@ def attention_mask(
     none; when tracing it is kept, so the graph does not depend on its values.
     """
     padding = None
-    if key_padding_mask is not None and (is_tracing() or not bool(key_padding_mask.all())):
+    if key_padding_mask is not None and (not reads_values() or not bool(key_padding_mask.all())):
         padding = key_padding_mask.bool()
         if padding.shape[-1] < key_length:  # the unfilled slots of a static cache (hidden by the causal mask)
             padding = nn.functional.pad(padding, (0, key_length - padding.shape[-1]), value=True)

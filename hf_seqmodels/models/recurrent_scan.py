@@ -11,15 +11,15 @@ over time (an ONNX ``Scan`` after export), on the modules' own parameters, with 
 package: a padded step leaves the state untouched and outputs zeros (each direction skips the padded steps, as
 packing does). Training (dropout between layers) keeps the eager path.
 
-torch offers its scan operator as ``torch._higher_order_ops.scan.scan_op`` only (no public name yet, as for the
-associative scan transformers' Mamba models import from there); it is imported when a trace asks for it, never in
-eager mode, and :func:`_scan` is the one place that calls it.
+torch offers its scan operator under a private name only (:func:`~.library_internals.scan_operator`); it is imported
+when a trace asks for it, never in eager mode, and :func:`_scan` is the one place that calls it.
 """
 
 from __future__ import annotations
 
 import torch
 
+from .library_internals import scan_operator
 from .recurrent_cells import peephole_lstm_step
 
 #: the cell types :func:`scan_stack` runs
@@ -46,8 +46,7 @@ def _scan(step, init: tuple[torch.Tensor, ...], xs: tuple[torch.Tensor, ...],
     earlier scan at a static length (a character LSTM over words of 20 characters) left a cached graph whose
     guard, checked against a later export's symbolic sequence length, pinned that length (``20 != length``) and
     failed the export. The exporter traces the operator itself directly, with nothing cached."""
-    from torch._higher_order_ops.scan import scan_op
-
+    scan_op = scan_operator()
     num_carry, num_xs = len(init), len(xs)
     names = [name for name, tensor in weights.items() if tensor is not None]
 

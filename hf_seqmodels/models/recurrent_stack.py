@@ -46,7 +46,7 @@ from torch.func import functional_call
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers.modeling_layers import GradientCheckpointingLayer
 
-from .input_checks import is_tracing
+from .input_checks import is_tracing, reads_values
 from .recurrent_cells import LOOPED_CELLS
 from .recurrent_scan import scan_stack, traced_as_scan
 
@@ -266,7 +266,7 @@ class RecurrentStack(nn.Module):
         restore = torch.argsort(order, dim=1)
         outputs = outputs.gather(1, restore.unsqueeze(-1).expand(batch, time, outputs.shape[-1]))
         empty = ~mask.any(dim=1)  # (B,)
-        if is_tracing() or bool(empty.any()):  # traced graphs must not branch on values: always reset then
+        if not reads_values() or bool(empty.any()):  # traced graphs must not branch on values: always reset then
             outputs = outputs.masked_fill(empty[:, None, None], 0.0)
             if isinstance(final, tuple):
                 final = tuple(torch.where(empty[None, :, None], s0, s) for s0, s in zip(rnn_state, final, strict=True))

@@ -38,6 +38,7 @@ from accelerate.utils import (
 from tqdm.auto import tqdm
 
 from ...models.config_utils import invalid
+from ...models.input_checks import inputs_checked_by_caller
 from .arguments import OPTIMIZERS, EngineArguments
 from .cards import configure_generation, engine_card_arguments, write_run_model_card
 from .checkpointing import (
@@ -80,6 +81,15 @@ def process_share(accelerator: Accelerator | None) -> tuple[int, int]:
     return (accelerator.process_index, accelerator.num_processes) if accelerator is not None else (0, 1)
 
 
+def models_read_inputs_on(device: torch.device) -> bool:
+    """Whether the models check their training inputs' values themselves on ``device``. Those checks, and the
+    shortcuts that look at a mask's values, read tensors back to the host: on a GPU that is a wait at every update.
+    Off the CPU the loop vouches for its batches instead (:func:`~hf_seqmodels.models.input_checks.
+    inputs_checked_by_caller`): their ids come from the run's tokenizer, checked against the model when the loop
+    is built, and their labels from the same data."""
+    return device.type == "cpu"
+
+
 def perplexity(loss: float) -> float:
     return math.exp(loss) if loss < 700 else math.inf
 
@@ -108,6 +118,11 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
             raise invalid("dataloader_num_workers", args.dataloader_num_workers,
                           f"0 for {type(self).__name__}, whose batches are slices of tensors already in memory")
         self.model_class = type(model)  # FSDP2 changes the class of the model it shards
+        vocab_size = getattr(model.config, "vocab_size", None)
+        if tokenizer is not None and isinstance(vocab_size, int) and vocab_size < len(tokenizer):
+            raise ValueError(f"The model's vocab_size={vocab_size} is smaller than the tokenizer's {len(tokenizer)} "
+                             "tokens: give the tokenizer the model was trained with.")
+        self.models_read_inputs = models_read_inputs_on(accelerator.device)
         if args.gradient_checkpointing:
             if not getattr(model, "supports_gradient_checkpointing", False):
                 raise invalid("gradient_checkpointing", True, f"False for {type(model).__name__}, which has no "
@@ -195,7 +210,8 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
             # accelerate tells DeepSpeed the update's last batch (DeepSpeed steps there) by sync_gradients;
             # DDP all-reduces the gradients once, after the last batch
             self.accelerator.sync_gradients = last
-            with contextlib.nullcontext() if last else self.accelerator.no_sync(self.model):
+            with contextlib.nullcontext() if last else self.accelerator.no_sync(self.model), \
+                    contextlib.nullcontext() if self.models_read_inputs else inputs_checked_by_caller():
                 loss, num_tokens = self.compute_loss(batch)
                 loss = loss * weight
                 # the weights already divide by the batches of the update: DeepSpeed must not divide again

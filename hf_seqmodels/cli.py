@@ -20,6 +20,22 @@ COMMANDS = {"train-lm": ".training.lm.cli", "train-seq2seq": ".training.seq2seq.
             "embeddings": ".training.classic.embeddings_cli"}
 
 
+#: the demo's flags before they took the training scripts' names
+DEMO_RENAMED = {"--epochs": "--num_train_epochs", "--minutes": "--max_time_minutes",
+                "--batch_size": "--per_device_train_batch_size"}
+
+
+class _Renamed(argparse.Action):
+    """A flag that was renamed: one error line naming the new one."""
+
+    def __init__(self, option_strings, dest, new: str, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"{option_string} is now {self.new} (the training scripts' name)")
+
+
 def _demo_parser(subparsers) -> None:
     from .demo import SIZES, DemoOptions
     from .models.recurrent_stack import CELL_TYPES
@@ -40,9 +56,13 @@ def _demo_parser(subparsers) -> None:
     p.add_argument("--tokenizer_kind", choices=["char", "word", "bpe", "wordpiece", "unigram"],
                    default=defaults.tokenizer_kind)
     p.add_argument("--vocab_size", type=int, default=defaults.vocab_size, help="cap for word/subword tokenizers")
-    p.add_argument("--epochs", type=int, default=defaults.epochs)
-    p.add_argument("--minutes", type=float, default=defaults.minutes, help="wall-clock cap on training")
-    p.add_argument("--batch_size", type=int, default=defaults.batch_size)
+    p.add_argument("--num_train_epochs", type=float, default=defaults.num_train_epochs, help="passes over the data")
+    p.add_argument("--max_time_minutes", type=float, default=defaults.max_time_minutes,
+                   help="stop training cleanly after this many minutes")
+    p.add_argument("--per_device_train_batch_size", type=int, default=defaults.per_device_train_batch_size,
+                   help="stream rows per update")
+    for old, new in DEMO_RENAMED.items():
+        p.add_argument(old, action=_Renamed, new=new, help=argparse.SUPPRESS)
     p.add_argument("--block_size", type=int, default=defaults.block_size, help="tokens per training window")
     p.add_argument("--learning_rate", type=float, default=defaults.learning_rate)
     p.add_argument("--max_new_tokens", type=int, default=defaults.max_new_tokens)

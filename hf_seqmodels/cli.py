@@ -46,6 +46,10 @@ def _demo_parser(subparsers) -> None:
         description="Train a tokenizer and a small language model on a small corpus (by default the "
         "embedded Tiny Shakespeare slice), report validation perplexity, generate with greedy search, beam "
         "search and sampling, and write a Hub-ready folder.",
+        epilog="Example (the training options carry the training scripts' names):\n\n"
+        "    hf-seqmodels demo --model_family nnlm --size tiny --num_train_epochs 1 --per_device_train_batch_size 16 "
+        "--max_time_minutes 2",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--output_dir", default=defaults.output_dir)
     p.add_argument("--model_family", choices=sorted(SIZES), default=defaults.model_family)
@@ -260,8 +264,9 @@ def _presets(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def build_parser() -> argparse.ArgumentParser:
+    """The ``hf-seqmodels`` parser: the commands of this module, and the training commands by name (their flags
+    are their modules' own: :data:`COMMANDS`)."""
     parser = argparse.ArgumentParser(prog="hf-seqmodels", description=__doc__)
     subparsers = parser.add_subparsers(dest="command", required=True)
     _demo_parser(subparsers)
@@ -282,12 +287,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                           "(same options as training/train_ngram.py)", add_help=False)
     subparsers.add_parser("embeddings", help="train word2vec, GloVe or SVD word vectors (same options as "
                           "training/train_embeddings.py)", add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in COMMANDS:
         from .training.core.cli import run_command
 
         module = importlib.import_module(COMMANDS[argv[0]], __package__)
         return run_command(module.main, argv[1:])
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "push":
         return _push(args)

@@ -143,9 +143,9 @@ def run_demo(options: DemoOptions) -> dict[str, Any]:
     logger.info("Model: %s with %s parameters", type(model).__name__, f"{model.num_parameters():,}")
     args = LMTrainingArguments(
         output_dir=str(out), num_train_epochs=options.num_train_epochs, max_time_minutes=options.max_time_minutes,
-        per_device_train_batch_size=options.per_device_train_batch_size, block_size=options.block_size, optim="adamw_torch",
-        learning_rate=options.learning_rate, lr_scheduler_type="cosine", warmup_steps=20, max_grad_norm=1.0,
-        seed=options.seed, per_device_eval_batch_size=8, logging_steps=20, save_steps=100,
+        per_device_train_batch_size=options.per_device_train_batch_size, block_size=options.block_size,
+        optim="adamw_torch", learning_rate=options.learning_rate, lr_scheduler_type="cosine", warmup_steps=20,
+        max_grad_norm=1.0, seed=options.seed, per_device_eval_batch_size=8, logging_steps=20, save_steps=100,
         generation_max_length=options.max_new_tokens,
     ).with_recipe(task_defaults=LM_DEFAULTS)
     results = train_causal_lm(model, tokenizer, train_ids, eval_ids, args)

@@ -84,8 +84,8 @@ def test_demo_runs_end_to_end_and_writes_a_hub_ready_folder(tmp_path, capsys):
     corpus.write_text("ROMEO:\nWhat light through yonder window breaks?\n\n" * 60, encoding="utf-8")
     out = tmp_path / "demo"
     main(["demo", "--corpus_file", str(corpus), "--size", "tiny", "--num_train_epochs", "2",
-          "--per_device_train_batch_size", "4", "--block_size", "32", "--max_new_tokens", "20", "--output_dir", str(out),
-          "--learning_rate", "1e-2"])
+          "--per_device_train_batch_size", "4", "--block_size", "32", "--max_new_tokens", "20",
+          "--output_dir", str(out), "--learning_rate", "1e-2"])
     printed = capsys.readouterr().out
     # the summary is the JSON object printed first (a library may log a line before it, e.g. DeepSpeed's
     # "Setting accelerator to CPU" the first time it is imported in a process)

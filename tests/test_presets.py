@@ -133,7 +133,8 @@ def test_recipe_problems_catch_mistakes():
     assert any("optim='adagrad'" in p for p in recipe_problems(
         {"optim": "adagrad", "learning_rate": 1e-2, "lr_scheduler_type": "constant"}))
     assert any("'min_lr_ratio' belongs to the 'cosine' schedule, not 'linear'" in p for p in recipe_problems(
-        {"optim": "sgd", "learning_rate": 1.0, "lr_scheduler_type": "linear", "lr_scheduler_kwargs": {"min_lr_ratio": 0.1}}))
+        {"optim": "sgd", "learning_rate": 1.0, "lr_scheduler_type": "linear",
+         "lr_scheduler_kwargs": {"min_lr_ratio": 0.1}}))
 
 
 # ------------------------------------------------------------------------- recipes and the training arguments ----
@@ -147,7 +148,8 @@ HEAD_PRESETS = [(family, preset, auto_class.__name__) for family, preset in PRES
                 if auto_class.__name__ in TASK_ARGUMENTS]
 
 
-@pytest.mark.parametrize("family, preset, task", HEAD_PRESETS, ids=[f"{f.name}-{p}-{t}" for f, p, t in HEAD_PRESETS])
+@pytest.mark.parametrize("family, preset, task", HEAD_PRESETS,
+                         ids=[f"{f.name}-{p}-{t}" for f, p, t in HEAD_PRESETS])
 def test_every_recipe_fills_the_arguments_of_every_task_it_reaches(family, preset, task):
     """The recipe a script takes for a head fills that task's arguments: ``bptt`` the LM's ``block_size``, and a
     task key of another task (the recurrent family's LM recipe reaching a classifier without one of its own)
@@ -199,8 +201,8 @@ def test_the_recipe_vocabulary_is_the_training_engines():
                            **{key: options[key] for key in keys})
         assert factor(0) >= 0
         kwargs = json.dumps({key: options[key] for key in keys})
-        assert EngineArguments(output_dir="unused", lr_scheduler_type=name, lr_scheduler_kwargs=kwargs).scheduler_kwargs \
-            == json.loads(kwargs)
+        args = EngineArguments(output_dir="unused", lr_scheduler_type=name, lr_scheduler_kwargs=kwargs)
+        assert args.scheduler_kwargs == json.loads(kwargs)
     model = torch.nn.Linear(2, 2)
     for optim in OPTIMIZERS:
         args = EngineArguments(output_dir="unused", optim=optim).with_recipe()

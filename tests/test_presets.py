@@ -161,8 +161,9 @@ def test_every_recipe_fills_the_arguments_of_every_task_it_reaches(family, prese
     assert args.filled(defaults) is args  # filled once: a train_* function takes them as they are
     assert (args.optim, args.learning_rate, args.per_device_train_batch_size) == (
         recipe["optim"], recipe["learning_rate"], recipe["per_device_train_batch_size"])
-    if "bptt" in recipe and arguments_class is LMTrainingArguments:
-        assert args.block_size == recipe["bptt"]
+    for key, name in TASK_KEYS.items():
+        if key in recipe and arguments_class is LMTrainingArguments:
+            assert getattr(args, name) == recipe[key]
     for key in ("decay_start_epoch", "decay_factor"):
         if key in recipe:
             assert args.scheduler_kwargs[key] == recipe[key]

@@ -336,13 +336,10 @@ class EngineArguments:
         if unknown:
             raise ValueError(f"The training recipe's {unknown[0]!r} is neither a recipe key ({', '.join(RECIPE_KEYS)}) "
                              f"nor another field of {type(self).__name__}.")
-        fields = {}
+        fields = {key: value for key, value in recipe.items() if key not in TASK_KEYS and key not in SCHEDULE_OPTIONS}
         for key, value in recipe.items():
-            if key in TASK_KEYS:
-                if TASK_KEYS[key] in names and TASK_KEYS[key] not in recipe:
-                    fields[TASK_KEYS[key]] = value
-            elif key not in SCHEDULE_OPTIONS:
-                fields[key] = value
+            if key in TASK_KEYS and TASK_KEYS[key] in names:
+                fields.setdefault(TASK_KEYS[key], value)
         if any(key in recipe for key in SCHEDULE_OPTIONS):
             fields["lr_scheduler_kwargs"] = json.dumps(schedule_options(recipe))
         return fields

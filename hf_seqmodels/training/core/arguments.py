@@ -16,7 +16,9 @@ new run in a folder holding another run's checkpoints; transformers 5 dropped th
 line always wins. A recipe's ``bf16`` applies only on a device that runs bf16 faster than fp32 (a GPU with bf16, a
 CPU with AVX512-BF16 or AMX; :mod:`.precision`). A recipe's learning rate, schedule and optimizer constants belong
 to its optimizer: with another ``--optim`` they are not taken, and the
-optimizer's own defaults apply (SGD's learning rate of 1.0 never reaches AdamW).
+optimizer's own defaults apply (SGD's learning rate of 1.0 never reaches AdamW). The names a recipe may use are
+:mod:`hf_seqmodels.recipes`'s; one that no task knows is an error naming it. A run fills its arguments once, where
+it starts; the training loop refuses arguments left unfilled.
 """
 
 from __future__ import annotations

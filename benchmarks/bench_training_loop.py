@@ -55,7 +55,7 @@ from tqdm.auto import tqdm
 from hf_seqmodels import RNNConfig, RNNForCausalLM
 from hf_seqmodels.models.cache_naming import cache_field, output_cache
 from hf_seqmodels.training.lm.data import batchify
-from hf_seqmodels.training.lm.trainer import LMTrainingArguments, LMTrainingLoop
+from hf_seqmodels.training.lm.trainer import LM_DEFAULTS, LMTrainingArguments, LMTrainingLoop
 
 from .common import (
     add_common_args,
@@ -111,7 +111,7 @@ def build_ours(model: RNNForCausalLM, ids: torch.Tensor, args: argparse.Namespac
         lr_scheduler_type="constant", max_grad_norm=args.max_grad_norm, per_device_train_batch_size=args.batch_size,
         block_size=args.bptt, max_steps=10**9, logging_steps=10**9, eval_strategy="no", save_strategy="no",
         disable_tqdm=True, plot=False, seed=args.seed,
-    )
+    ).filled(LM_DEFAULTS)
     accelerator = Accelerator()
     loop = LMTrainingLoop(model, None, ids, ids[: 2 * args.bptt + 2], loop_args, accelerator)
     if len(loop.batches) != args.steps:

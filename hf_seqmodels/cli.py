@@ -20,6 +20,22 @@ COMMANDS = {"train-lm": ".training.lm.cli", "train-seq2seq": ".training.seq2seq.
             "embeddings": ".training.classic.embeddings_cli"}
 
 
+#: the demo's flags before they took the training scripts' names
+DEMO_RENAMED = {"--epochs": "--num_train_epochs", "--minutes": "--max_time_minutes",
+                "--batch_size": "--per_device_train_batch_size"}
+
+
+class _Renamed(argparse.Action):
+    """A flag that was renamed: one error line naming the new one."""
+
+    def __init__(self, option_strings, dest, new: str, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"{option_string} is now {self.new} (the training scripts' name)")
+
+
 def _demo_parser(subparsers) -> None:
     from .demo import SIZES, DemoOptions
     from .models.recurrent_stack import CELL_TYPES
@@ -30,6 +46,10 @@ def _demo_parser(subparsers) -> None:
         description="Train a tokenizer and a small language model on a small corpus (by default the "
         "embedded Tiny Shakespeare slice), report validation perplexity, generate with greedy search, beam "
         "search and sampling, and write a Hub-ready folder.",
+        epilog="Example (the training options carry the training scripts' names):\n\n"
+        "    hf-seqmodels demo --model_family nnlm --size tiny --num_train_epochs 1 --per_device_train_batch_size 16 "
+        "--max_time_minutes 2",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--output_dir", default=defaults.output_dir)
     p.add_argument("--model_family", choices=sorted(SIZES), default=defaults.model_family)
@@ -40,9 +60,13 @@ def _demo_parser(subparsers) -> None:
     p.add_argument("--tokenizer_kind", choices=["char", "word", "bpe", "wordpiece", "unigram"],
                    default=defaults.tokenizer_kind)
     p.add_argument("--vocab_size", type=int, default=defaults.vocab_size, help="cap for word/subword tokenizers")
-    p.add_argument("--epochs", type=int, default=defaults.epochs)
-    p.add_argument("--minutes", type=float, default=defaults.minutes, help="wall-clock cap on training")
-    p.add_argument("--batch_size", type=int, default=defaults.batch_size)
+    p.add_argument("--num_train_epochs", type=float, default=defaults.num_train_epochs, help="passes over the data")
+    p.add_argument("--max_time_minutes", type=float, default=defaults.max_time_minutes,
+                   help="stop training cleanly after this many minutes")
+    p.add_argument("--per_device_train_batch_size", type=int, default=defaults.per_device_train_batch_size,
+                   help="stream rows per update")
+    for old, new in DEMO_RENAMED.items():
+        p.add_argument(old, action=_Renamed, new=new, help=argparse.SUPPRESS)
     p.add_argument("--block_size", type=int, default=defaults.block_size, help="tokens per training window")
     p.add_argument("--learning_rate", type=float, default=defaults.learning_rate)
     p.add_argument("--max_new_tokens", type=int, default=defaults.max_new_tokens)
@@ -240,8 +264,9 @@ def _presets(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def build_parser() -> argparse.ArgumentParser:
+    """The ``hf-seqmodels`` parser: the commands of this module, and the training commands by name (their flags
+    are their modules' own: :data:`COMMANDS`)."""
     parser = argparse.ArgumentParser(prog="hf-seqmodels", description=__doc__)
     subparsers = parser.add_subparsers(dest="command", required=True)
     _demo_parser(subparsers)
@@ -262,12 +287,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                           "(same options as training/train_ngram.py)", add_help=False)
     subparsers.add_parser("embeddings", help="train word2vec, GloVe or SVD word vectors (same options as "
                           "training/train_embeddings.py)", add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in COMMANDS:
         from .training.core.cli import run_command
 
         module = importlib.import_module(COMMANDS[argv[0]], __package__)
         return run_command(module.main, argv[1:])
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "push":
         return _push(args)

@@ -49,6 +49,9 @@ SAMPLING = dict(do_sample=True, temperature=0.8, top_k=40)
 
 @dataclass
 class DemoOptions:
+    """The demo's options: the training ones carry the names of the training scripts' flags
+    (:class:`~hf_seqmodels.training.lm.trainer.LMTrainingArguments`), so a demo command reads like a training one."""
+
     output_dir: str = "outputs/demo"
     model_family: str = "rnn"
     cell_type: str = "lstm"
@@ -56,9 +59,9 @@ class DemoOptions:
     corpus_file: str | None = None
     tokenizer_kind: str = "char"
     vocab_size: int = 2000
-    epochs: int = 3
-    minutes: float | None = 5.0
-    batch_size: int = 32
+    num_train_epochs: float = 3.0
+    max_time_minutes: float | None = 5.0
+    per_device_train_batch_size: int = 32
     block_size: int = 64
     learning_rate: float = 3e-3
     max_new_tokens: int = 120
@@ -139,10 +142,10 @@ def run_demo(options: DemoOptions) -> dict[str, Any]:
     model = build_model(options, tokenizer)
     logger.info("Model: %s with %s parameters", type(model).__name__, f"{model.num_parameters():,}")
     args = LMTrainingArguments(
-        output_dir=str(out), num_train_epochs=options.epochs, max_time_minutes=options.minutes,
-        per_device_train_batch_size=options.batch_size, block_size=options.block_size, optim="adamw_torch",
-        learning_rate=options.learning_rate, lr_scheduler_type="cosine", warmup_steps=20, max_grad_norm=1.0,
-        seed=options.seed, per_device_eval_batch_size=8, logging_steps=20, save_steps=100,
+        output_dir=str(out), num_train_epochs=options.num_train_epochs, max_time_minutes=options.max_time_minutes,
+        per_device_train_batch_size=options.per_device_train_batch_size, block_size=options.block_size,
+        optim="adamw_torch", learning_rate=options.learning_rate, lr_scheduler_type="cosine", warmup_steps=20,
+        max_grad_norm=1.0, seed=options.seed, per_device_eval_batch_size=8, logging_steps=20, save_steps=100,
         generation_max_length=options.max_new_tokens,
     ).with_recipe(task_defaults=LM_DEFAULTS)
     results = train_causal_lm(model, tokenizer, train_ids, eval_ids, args)

@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from .recipes import merge_recipes
+
 #: ``(config, task, batch_size, seq_length, generator) -> forward kwargs``; ``task`` is the Auto class name
 #: of the head (``"AutoModel"`` for the base model: no labels).
 InputMaker = Callable[[Any, str, int, int, torch.Generator], dict[str, torch.Tensor]]
@@ -35,25 +37,6 @@ OutputCounts = Callable[[Any], dict[str, int]]
 #: the forward arguments that are labels (the Trainer's ``label_names`` of our heads)
 LABEL_NAMES = ("labels", "next_sentence_label", "start_positions", "end_positions")
 FIRST_REGULAR_ID = 4  # ids 0-3 are <pad>, <unk>, <bos>, <eos> in every tiny preset
-
-#: the optimizers a recipe names (``TrainingArguments.optim`` values)
-RECIPE_OPTIMIZERS = ("sgd", "adamw_torch", "adamw_torch_fused")
-#: the learning-rate schedules a recipe names: transformers' ``constant``, ``linear``, ``cosine`` and ours,
-#: ``zaremba`` (constant, then times ``decay_factor`` each epoch from ``decay_start_epoch`` on) and ``noam``
-#: (Vaswani et al. 2017: ``learning_rate * d_model^-0.5 * min(s^-0.5, s * warmup_steps^-1.5)``)
-RECIPE_SCHEDULES = ("constant", "linear", "cosine", "zaremba", "noam")
-#: recipe keys that are not ``TrainingArguments`` fields: the LM's training context and window order, and the
-#: zaremba decay
-RECIPE_TASK_KEYS = ("bptt", "shuffle_windows", "decay_start_epoch", "decay_factor")
-_SCHEDULE_KEYS = {"zaremba": ("decay_start_epoch", "decay_factor")}
-_ADAM_KEYS = ("adam_beta1", "adam_beta2", "adam_epsilon")
-#: plausible peak learning rates per optimizer (noam: the peak its factor reaches, see :func:`peak_learning_rate`)
-_LEARNING_RATE_RANGES = {"sgd": (1e-3, 50.0), "adamw_torch": (1e-6, 1e-2), "adamw_torch_fused": (1e-6, 1e-2)}
-#: the order in which a recipe lists its keys (others follow in their own order)
-_RECIPE_ORDER = ("optim", "learning_rate", *_ADAM_KEYS, "lr_scheduler_type", "lr_scheduler_kwargs", "decay_start_epoch",
-                 "decay_factor",
-                 "warmup_steps", "weight_decay", "max_grad_norm", "per_device_train_batch_size",
-                 "gradient_accumulation_steps", "bptt", "num_train_epochs", "max_steps")
 
 
 @dataclass(frozen=True)
@@ -165,76 +148,6 @@ class Family:
                          f"{[m.__name__ for m in self.heads.values()]}")
 
 
-# ----------------------------------------------------------------------------------------- recipes ----
-
-def merge_recipes(base: Mapping[str, Any], entry: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` updated by ``entry`` (a new dict, keys in a fixed order); keys of ``base`` that only mean
-    something for an optimizer or schedule that ``entry`` replaces (``adam_*`` when it switches to SGD,
-    ``decay_*`` when it leaves ``zaremba``) go."""
-    merged = dict(base)
-    if entry.get("optim", merged.get("optim")) == "sgd":
-        for key in _ADAM_KEYS:
-            merged.pop(key, None)
-    if entry.get("lr_scheduler_type", merged.get("lr_scheduler_type")) != merged.get("lr_scheduler_type"):
-        for key in _SCHEDULE_KEYS.get(merged.get("lr_scheduler_type"), ()):
-            merged.pop(key, None)
-    merged.update(entry)
-    rank = {key: i for i, key in enumerate(_RECIPE_ORDER)}
-    return dict(sorted(merged.items(), key=lambda item: rank.get(item[0], len(rank))))
-
-
-def peak_learning_rate(recipe: Mapping[str, Any], d_model: int | None = None) -> float:
-    """The largest learning rate the recipe's schedule reaches: ``learning_rate``, except for ``noam``, where
-    ``learning_rate`` scales ``d_model^-0.5 * warmup_steps^-0.5`` (reached at the end of the warm-up)."""
-    learning_rate = float(recipe.get("learning_rate", 5e-5))
-    if recipe.get("lr_scheduler_type") != "noam":
-        return learning_rate
-    if d_model is None:
-        raise ValueError("peak_learning_rate: the noam schedule needs d_model (the model width)")
-    return learning_rate * d_model**-0.5 * max(recipe.get("warmup_steps", 1), 1) ** -0.5
-
-
-def recipe_problems(recipe: Mapping[str, Any], d_model: int | None = None) -> list[str]:
-    """What is wrong with ``recipe`` (empty when nothing): keys that are neither ``TrainingArguments`` fields
-    nor :data:`RECIPE_TASK_KEYS`, unknown optimizers or schedules, a peak learning rate outside what its
-    optimizer trains with, keys of another optimizer or schedule, out-of-range values."""
-    import dataclasses
-
-    from transformers import TrainingArguments
-
-    known = {f.name for f in dataclasses.fields(TrainingArguments)} | set(RECIPE_TASK_KEYS)
-    problems = [f"{key!r} is neither a TrainingArguments field nor one of {RECIPE_TASK_KEYS}"
-                for key in recipe if key not in known]
-    optim, schedule = recipe.get("optim"), recipe.get("lr_scheduler_type")
-    if optim not in RECIPE_OPTIMIZERS:
-        problems.append(f"optim={optim!r}: expected one of {RECIPE_OPTIMIZERS}")
-    if schedule not in RECIPE_SCHEDULES:
-        problems.append(f"lr_scheduler_type={schedule!r}: expected one of {RECIPE_SCHEDULES}")
-    if optim in _LEARNING_RATE_RANGES and (schedule != "noam" or d_model is not None):
-        low, high = _LEARNING_RATE_RANGES[optim]
-        peak = peak_learning_rate(recipe, d_model)
-        if not low <= peak <= high:
-            problems.append(f"peak learning rate {peak:g} with optim={optim!r}: expected {low:g} to {high:g}")
-    if optim == "sgd":
-        problems += [f"{key!r} is an Adam setting, but optim='sgd'" for key in _ADAM_KEYS if key in recipe]
-    for name, keys in _SCHEDULE_KEYS.items():
-        if schedule == name:
-            problems += [f"lr_scheduler_type={name!r} needs {key!r}" for key in keys if key not in recipe]
-        else:
-            problems += [f"{key!r} belongs to the {name!r} schedule, not {schedule!r}" for key in keys if key in recipe]
-    if schedule == "noam" and not recipe.get("warmup_steps", 0) >= 1:
-        problems.append("lr_scheduler_type='noam' needs warmup_steps >= 1")
-    if not 0 < recipe.get("decay_factor", 1.0) <= 1:
-        problems.append(f"decay_factor={recipe['decay_factor']!r}: expected a factor in (0, 1]")
-    for key in ("per_device_train_batch_size", "bptt", "gradient_accumulation_steps"):
-        if key in recipe and (not isinstance(recipe[key], int) or recipe[key] < 1):
-            problems.append(f"{key}={recipe[key]!r}: expected an integer >= 1")
-    for key in ("weight_decay", "max_grad_norm", "warmup_steps", "num_train_epochs"):
-        if key in recipe and not recipe[key] >= 0:
-            problems.append(f"{key}={recipe[key]!r}: expected a number >= 0")
-    return problems
-
-
 def parameter_count(model_class: type, config: Any) -> int:
     """The number of parameters of ``model_class(config)`` (tied ones once), built on the meta device: no
     memory is allocated, so even the largest preset costs nothing."""
@@ -336,6 +249,5 @@ def bert_inputs(config: Any, task: str, batch: int, length: int, generator: torc
     return {**inputs, **task_labels(task, config, inputs, generator)}
 
 
-__all__ = ["Capabilities", "Family", "FIRST_REGULAR_ID", "LABEL_NAMES", "RECIPE_OPTIMIZERS", "RECIPE_SCHEDULES",
-           "RECIPE_TASK_KEYS", "bert_inputs", "char_ids_of", "merge_recipes", "parameter_count", "peak_learning_rate", "random_ids",
-           "recipe_problems", "seq2seq_inputs", "sequence_inputs", "tagger_inputs", "task_labels"]
+__all__ = ["Capabilities", "Family", "FIRST_REGULAR_ID", "LABEL_NAMES", "bert_inputs", "char_ids_of", "parameter_count",
+           "random_ids", "seq2seq_inputs", "sequence_inputs", "tagger_inputs", "task_labels"]

@@ -79,7 +79,7 @@ def _transformer_attentions(config) -> dict[str, int]:
 
 # -------------------------------------------------------------------------------------- training recipes ----
 # Keyed by transformers' TrainingArguments field names, plus bptt (the LM's training context) and the zaremba
-# schedule's decay_start_epoch / decay_factor (families.RECIPE_TASK_KEYS). max_grad_norm 0 clips nothing;
+# schedule's decay_start_epoch / decay_factor (the vocabulary of hf_seqmodels.recipes). max_grad_norm 0 clips nothing;
 # warmup_steps below 1 is a fraction of the steps (as in TrainingArguments). Our losses are means over the
 # predicted tokens: where a paper's SGD step sums the loss over a fixed number T of positions, the step here
 # is the same one, (learning rate, clipping norm) = (T x the paper's, the paper's / T).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 
@@ -10,9 +11,10 @@ import torch
 from model_test_utils import run_without_package
 from transformers import AutoModelForCausalLM
 
-from hf_seqmodels.cli import main
+from hf_seqmodels.cli import DEMO_RENAMED, main
 from hf_seqmodels.demo import PROMPTS, DemoOptions, build_model, corpus_text, generate_samples
 from hf_seqmodels.tokenization import train_tokenizer
+from hf_seqmodels.training.lm.trainer import LMTrainingArguments
 
 EXPECTED_FILES = {
     "README.md", "config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
@@ -29,6 +31,18 @@ def test_embedded_corpus_is_shipped_and_small():
 def test_bad_demo_options_name_the_field():
     with pytest.raises(ValueError, match="`size`='huge'"):
         DemoOptions(size="huge")
+
+
+def test_the_demo_takes_the_training_scripts_flag_names(capsys):
+    """The demo's training options are named as the training scripts' (``LMTrainingArguments``); the old names
+    are one error line naming the new flag."""
+    training_fields = {f.name for f in dataclasses.fields(LMTrainingArguments)}
+    for new in DEMO_RENAMED.values():
+        assert new.removeprefix("--") in training_fields and new.removeprefix("--") in DemoOptions.__dataclass_fields__
+    for old, new in DEMO_RENAMED.items():
+        with pytest.raises(SystemExit) as exit_status:
+            main(["demo", old, "2"])
+        assert exit_status.value.code == 2 and f"{old} is now {new}" in capsys.readouterr().err
 
 
 def _tiny_model_and_tokenizer(tmp_path):
@@ -69,8 +83,9 @@ def test_demo_runs_end_to_end_and_writes_a_hub_ready_folder(tmp_path, capsys):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("ROMEO:\nWhat light through yonder window breaks?\n\n" * 60, encoding="utf-8")
     out = tmp_path / "demo"
-    main(["demo", "--corpus_file", str(corpus), "--size", "tiny", "--epochs", "2", "--batch_size", "4",
-          "--block_size", "32", "--max_new_tokens", "20", "--output_dir", str(out), "--learning_rate", "1e-2"])
+    main(["demo", "--corpus_file", str(corpus), "--size", "tiny", "--num_train_epochs", "2",
+          "--per_device_train_batch_size", "4", "--block_size", "32", "--max_new_tokens", "20",
+          "--output_dir", str(out), "--learning_rate", "1e-2"])
     printed = capsys.readouterr().out
     # the summary is the JSON object printed first (a library may log a line before it, e.g. DeepSpeed's
     # "Setting accelerator to CPU" the first time it is imported in a process)

@@ -2,20 +2,34 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
-from hf_seqmodels.families import RECIPE_OPTIMIZERS, merge_recipes, peak_learning_rate, recipe_problems
+from hf_seqmodels.recipes import (
+    OPTIMIZERS,
+    SCHEDULE_KWARGS,
+    TASK_KEYS,
+    TRAINING_KEYS,
+    merge_recipes,
+    peak_learning_rate,
+    recipe_problems,
+)
 from hf_seqmodels.registry import FAMILY_DESCRIPTIONS, family_named, training_recipe
+from hf_seqmodels.training.bert.trainer import BERT_DEFAULTS, BertPretrainingArguments
+from hf_seqmodels.training.core.arguments import EngineArguments
+from hf_seqmodels.training.finetune.trainer import BATCH_DEFAULTS
+from hf_seqmodels.training.lm.trainer import LM_DEFAULTS, LMTrainingArguments, LMTrainingLoop
+from hf_seqmodels.training.seq2seq.trainer import SEQ2SEQ_DEFAULTS, Seq2SeqTrainingArguments
 
 PRESETS = [(family, preset) for family in FAMILY_DESCRIPTIONS for preset in [None, *family.config_class.PRESETS]]
 
 
 @pytest.mark.parametrize("family, preset", PRESETS, ids=[f"{f.name}-{p}" for f, p in PRESETS])
 def test_every_preset_has_a_sane_recipe(family, preset):
-    """Every key a TrainingArguments field or a task key, a known optimizer and schedule, and a peak learning
-    rate that fits the optimizer (no SGD-sized rate with Adam)."""
+    """Every key a recipe key, a known optimizer and schedule, and a peak learning rate that fits the optimizer
+    (no SGD-sized rate with Adam)."""
     recipe = training_recipe(family.name, preset)
     config = family.config_class.from_preset(preset) if preset else family.config_class()
     assert recipe_problems(recipe, d_model=getattr(config, "d_model", None)) == []
@@ -70,9 +84,11 @@ def test_preset_entries_merge_over_the_family_default():
     # switching to another optimizer or schedule drops the keys that only meant something for the old one
     merged = merge_recipes(training_recipe("rnn", "zaremba-small"), {"lr_scheduler_type": "cosine"})
     assert "decay_start_epoch" not in merged and "decay_factor" not in merged
+    merged = merge_recipes(training_recipe("transformer_lm", "nanogpt-cpu"), {"lr_scheduler_type": "linear"})
+    assert "lr_scheduler_kwargs" not in merged  # the cosine schedule's floor
     merged = merge_recipes(training_recipe("transformer"), {"optim": "sgd", "learning_rate": 0.1})
     assert not {"adam_beta1", "adam_beta2", "adam_epsilon"} & set(merged)
-    assert training_recipe("rnn", "tiny")["optim"] in RECIPE_OPTIMIZERS and "decay_factor" not in training_recipe(
+    assert training_recipe("rnn", "tiny")["optim"] in OPTIMIZERS and "decay_factor" not in training_recipe(
         "rnn", "tiny")
 
 
@@ -116,6 +132,99 @@ def test_recipe_problems_catch_mistakes():
         {"optim": "sgd", "learning_rate": 1.0, "lr_scheduler_type": "constant", "adam_beta2": 0.98}))
     assert any("optim='adagrad'" in p for p in recipe_problems(
         {"optim": "adagrad", "learning_rate": 1e-2, "lr_scheduler_type": "constant"}))
+    assert any("'min_lr_ratio' belongs to the 'cosine' schedule, not 'linear'" in p for p in recipe_problems(
+        {"optim": "sgd", "learning_rate": 1.0, "lr_scheduler_type": "linear",
+         "lr_scheduler_kwargs": {"min_lr_ratio": 0.1}}))
+
+
+# ------------------------------------------------------------------------- recipes and the training arguments ----
+#: the training arguments and task defaults of the script that trains each head (None: no script trains it)
+TASK_ARGUMENTS = {"AutoModelForCausalLM": (LMTrainingArguments, LM_DEFAULTS),
+                  "AutoModelForSeq2SeqLM": (Seq2SeqTrainingArguments, SEQ2SEQ_DEFAULTS),
+                  "AutoModelForPreTraining": (BertPretrainingArguments, BERT_DEFAULTS),
+                  **{f"AutoModelFor{task}": (EngineArguments, BATCH_DEFAULTS)
+                     for task in ("SequenceClassification", "TokenClassification", "QuestionAnswering")}}
+HEAD_PRESETS = [(family, preset, auto_class.__name__) for family, preset in PRESETS for auto_class in family.heads
+                if auto_class.__name__ in TASK_ARGUMENTS]
+
+
+@pytest.mark.parametrize("family, preset, task", HEAD_PRESETS,
+                         ids=[f"{f.name}-{p}-{t}" for f, p, t in HEAD_PRESETS])
+def test_every_recipe_fills_the_arguments_of_every_task_it_reaches(family, preset, task):
+    """The recipe a script takes for a head fills that task's arguments: ``bptt`` the LM's ``block_size``, and a
+    task key of another task (the recurrent family's LM recipe reaching a classifier without one of its own)
+    is left out, never an error."""
+    recipe = training_recipe(family.name, preset, task)
+    arguments_class, defaults = TASK_ARGUMENTS[task]
+    args = arguments_class(output_dir="unused").with_recipe(recipe, defaults)
+    assert args.unfilled(defaults) == []
+    assert args.filled(defaults) is args  # filled once: a train_* function takes them as they are
+    assert (args.optim, args.learning_rate, args.per_device_train_batch_size) == (
+        recipe["optim"], recipe["learning_rate"], recipe["per_device_train_batch_size"])
+    for key, name in TASK_KEYS.items():
+        if key in recipe and arguments_class is LMTrainingArguments:
+            assert getattr(args, name) == recipe[key]
+    for key in ("decay_start_epoch", "decay_factor"):
+        if key in recipe:
+            assert args.scheduler_kwargs[key] == recipe[key]
+
+
+def test_a_recipe_key_unknown_to_every_task_is_an_error_naming_it():
+    recipe = {**training_recipe("rnn", "zaremba-small"), "learning_rate_decay": 0.5}
+    for arguments_class in (LMTrainingArguments, Seq2SeqTrainingArguments, EngineArguments):
+        with pytest.raises(ValueError, match=r"'learning_rate_decay' is neither a recipe key \(optim, learning_rate"):
+            arguments_class(output_dir="unused").with_recipe(recipe)
+    # a task key of the LM reaching another task is left out; a field of the LM's arguments alone is not a recipe key
+    args = Seq2SeqTrainingArguments(output_dir="unused").with_recipe({"bptt": 35, "shuffle_windows": True})
+    assert not hasattr(args, "block_size")
+    with pytest.raises(ValueError, match="'eval_stride'.*Seq2SeqTrainingArguments"):
+        Seq2SeqTrainingArguments(output_dir="unused").with_recipe({"eval_stride": 8})
+    assert LMTrainingArguments(output_dir="unused").with_recipe({"eval_stride": 8}, LM_DEFAULTS).eval_stride == 8
+    with pytest.raises(ValueError, match="task_defaults: 'block_size' is not a field of EngineArguments"):
+        EngineArguments(output_dir="unused").with_recipe(task_defaults=LM_DEFAULTS)
+
+
+def test_the_recipe_vocabulary_is_the_training_engines():
+    """Every name of :mod:`hf_seqmodels.recipes` means something to the engine: a training key is a field of every
+    task's arguments, a task key fills a field of the LM's, every schedule takes exactly its options, and every
+    optimizer builds."""
+    import torch
+
+    from hf_seqmodels.training.core.optimizers import build_optimizer
+    from hf_seqmodels.training.core.schedules import lr_factor
+
+    fields = {f.name for f in dataclasses.fields(EngineArguments)}
+    assert set(TRAINING_KEYS) <= fields
+    assert set(TASK_KEYS.values()) <= {f.name for f in dataclasses.fields(LMTrainingArguments)}
+    options = {"min_lr_ratio": 0.1, "decay_start_epoch": 1, "decay_factor": 0.5}
+    for name, keys in SCHEDULE_KWARGS.items():
+        factor = lr_factor(name, total_steps=10, steps_per_epoch=5, warmup_steps=1, d_model=8,
+                           **{key: options[key] for key in keys})
+        assert factor(0) >= 0
+        kwargs = json.dumps({key: options[key] for key in keys})
+        args = EngineArguments(output_dir="unused", lr_scheduler_type=name, lr_scheduler_kwargs=kwargs)
+        assert args.scheduler_kwargs == json.loads(kwargs)
+    model = torch.nn.Linear(2, 2)
+    for optim in OPTIMIZERS:
+        args = EngineArguments(output_dir="unused", optim=optim).with_recipe()
+        assert build_optimizer(model, args).param_groups[0]["lr"] == args.learning_rate
+
+
+def test_the_loop_takes_filled_arguments_and_the_train_functions_fill_them(tmp_path):
+    """A recipe is applied once, where a run starts: the loop refuses arguments nobody filled, and
+    ``LMTrainingArguments.filled`` (what ``train_causal_lm`` calls) fills those a Python caller built."""
+    import torch
+    from accelerate import Accelerator
+
+    family = family_named("rnn")
+    model = family.main_head(family.tiny_config())
+    ids = torch.arange(200) % 20 + 4
+    raw = LMTrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=2, block_size=8)
+    with pytest.raises(ValueError, match="LMTrainingLoop takes filled arguments, but optim, .* are unset"):
+        LMTrainingLoop(model, None, ids, ids, raw, Accelerator(cpu=True))
+    filled = raw.filled(LM_DEFAULTS)
+    assert filled.unfilled(LM_DEFAULTS) == [] and (filled.block_size, filled.optim) == (8, "adamw_torch")
+    assert LMTrainingLoop(model, None, ids, ids, filled, Accelerator(cpu=True)).args is filled
 
 
 def test_family_named():

@@ -109,7 +109,7 @@ def test_bf16_training_loss_is_close_to_float32():
 
 
 def test_nanogpt_cpu_preset_and_recipe():
-    from hf_seqmodels.families import recipe_problems
+    from hf_seqmodels.recipes import recipe_problems
     from hf_seqmodels.registry import training_recipe
 
     config = TransformerLMConfig.from_preset("nanogpt-cpu", vocab_size=66)

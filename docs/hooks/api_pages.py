@@ -16,6 +16,7 @@ from types import ModuleType
 API_MODULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("models", "Models and configurations", ("hf_seqmodels",)),
     ("training", "Training", ("hf_seqmodels.training",)),
+    ("recipes", "Training recipes", ("hf_seqmodels.recipes",)),
     ("entry-points", "Training entry points", ("hf_seqmodels.training.lm.cli", "hf_seqmodels.training.seq2seq.cli",
                                                "hf_seqmodels.training.bert.cli", "hf_seqmodels.training.finetune.cli",
                                                "hf_seqmodels.training.classic.ngram_cli",

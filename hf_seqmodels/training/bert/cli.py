@@ -30,6 +30,7 @@ from transformers import AutoModelForPreTraining
 
 from ...registry import families_with_head
 from ..core.cli import (
+    CommandLineParser,
     build_model,
     configure_logging,
     continued_from,
@@ -103,11 +104,17 @@ class DataArguments:
             raise ValueError(f"Invalid `--short_seq_prob`={self.short_seq_prob}: expected a probability in [0, 1].")
 
 
+def build_parser() -> CommandLineParser:
+    """The command line's parser: its flags and ``--help``."""
+    return CommandLineParser(
+        (ModelArguments, DataArguments, BertPretrainingArguments),
+        description="Pretrain BERT with masked LM + next-sentence prediction.",
+        epilog=__doc__)  # the module docstring, with its examples
+
+
 def parse_arguments(argv: list[str] | None = None):
     """``(model_args, data_args, training_args)`` of ``argv``, the training arguments completed by the recipe."""
-    model_args, data_args, training_args = parse_command_line(
-        (ModelArguments, DataArguments, BertPretrainingArguments), argv,
-        "Pretrain BERT with masked LM + next-sentence prediction.")
+    model_args, data_args, training_args = parse_command_line(build_parser(), argv)
     training_args = training_args.with_recipe(family_recipe(model_args), BERT_DEFAULTS)
     return model_args, data_args, default_actions(training_args)
 

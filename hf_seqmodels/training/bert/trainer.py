@@ -133,7 +133,6 @@ class BertPretrainingLoop(TrainingLoop):
 
     def __init__(self, model, tokenizer, train_examples: PairExamples | list[dict],
                  eval_examples: PairExamples | list[dict], args: BertPretrainingArguments, accelerator: Accelerator):
-        args = args.with_recipe(task_defaults=BERT_DEFAULTS)
         self.train_examples, self.eval_examples = train_examples, eval_examples
         self._eval_masking = MaskedPairBatches(eval_examples, tokenizer, model.config.vocab_size, batch_size=1,
                                                seed=args.seed, mlm_probability=args.mlm_probability)
@@ -203,7 +202,7 @@ def pretrain_bert(model, tokenizer, train_examples: PairExamples | list[dict], e
                   args: BertPretrainingArguments, accelerator: Accelerator | None = None,
                   training_data: str | None = None, eval_dataset: str | None = None) -> dict[str, Any]:
     """Pretrain ``model`` (a ``…ForPreTraining``) on sentence-pair examples; returns the final metrics."""
-    args = args.with_recipe(task_defaults=BERT_DEFAULTS)
+    args = args.filled(BERT_DEFAULTS)
     accelerator = accelerator or make_accelerator(args)
     return BertPretrainingLoop(model, tokenizer, train_examples, eval_examples, args, accelerator).train(training_data, eval_dataset)
 

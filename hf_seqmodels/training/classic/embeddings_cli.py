@@ -5,7 +5,7 @@ folder (``vectors.safetensors`` + ``vocab.json``) plus ``vectors.txt`` in word2v
 Example::
 
     python training/train_embeddings.py --train_file corpus.txt --method word2vec --architecture skipgram \\
-        --loss negative_sampling --vector_size 100 --epochs 5 --output_dir runs/w2v \\
+        --loss negative_sampling --vector_size 100 --num_train_epochs 5 --output_dir runs/w2v \\
         --analogies_file benchmarks/data/analogies.txt
 """
 

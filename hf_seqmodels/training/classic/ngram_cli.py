@@ -23,7 +23,7 @@ from typing import Any
 from accelerate import PartialState
 
 from ...ngram import SMOOTHINGS, NGramConfig, NGramLanguageModel
-from ..core.cli import add_tokenizer_flags, check_data_files, configure_logging, load_tokenizer
+from ..core.cli import HelpFormatter, add_tokenizer_flags, check_data_files, configure_logging, load_tokenizer
 from ..core.text import load_text_splits, tokenize_texts
 
 logger = logging.getLogger(__name__)
@@ -41,8 +41,8 @@ def _discount(raw: str) -> float | list[float] | None:
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``training/train_ngram.py`` (``hf-seqmodels ngram``)."""
     parser = argparse.ArgumentParser(description="Fit an n-gram language model (add-k or interpolated Kneser–Ney) "
-                                     "and report validation perplexity.",
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     "and report validation perplexity.", epilog=__doc__,
+                                     formatter_class=HelpFormatter)
     model = parser.add_argument_group("model (a --preset, and/or single fields that override it)")
     model.add_argument("--preset", help=f"one of {', '.join(NGramConfig.available_presets())}")
     model.add_argument("--order", type=int, help="n: the model sees the n - 1 previous tokens (default 3)")

@@ -16,7 +16,9 @@ new run in a folder holding another run's checkpoints; transformers 5 dropped th
 line always wins. A recipe's ``bf16`` applies only on a device that runs bf16 faster than fp32 (a GPU with bf16, a
 CPU with AVX512-BF16 or AMX; :mod:`.precision`). A recipe's learning rate, schedule and optimizer constants belong
 to its optimizer: with another ``--optim`` they are not taken, and the
-optimizer's own defaults apply (SGD's learning rate of 1.0 never reaches AdamW).
+optimizer's own defaults apply (SGD's learning rate of 1.0 never reaches AdamW). The names a recipe may use are
+:mod:`hf_seqmodels.recipes`'s; one that no task knows is an error naming it. A run fills its arguments once, where
+it starts; the training loop refuses arguments left unfilled.
 """
 
 from __future__ import annotations
@@ -30,10 +32,19 @@ from typing import Any
 from accelerate.utils import LoggerType
 
 from ...models.config_utils import invalid
+from ...recipes import (
+    DEFAULT_LEARNING_RATES,
+    OPTIMIZER_BOUND,
+    OPTIMIZERS,
+    RECIPE_KEYS,
+    SCHEDULE_KWARGS,
+    SCHEDULE_OPTIONS,
+    SCHEDULES,
+    TASK_KEYS,
+    schedule_options,
+)
 from .precision import recipe_bf16_applies
-from .schedules import SCHEDULE_KWARGS, SCHEDULES
 
-OPTIMIZERS = ("sgd", "adamw_torch", "adamw_torch_fused")
 STRATEGIES = ("no", "steps", "epoch")
 #: what a field is when neither the command line nor the recipe sets it (transformers' defaults, except the
 #: learning rate: transformers' 5e-5 suits fine-tuning a pretrained model, not training one from scratch)
@@ -42,11 +53,6 @@ FALLBACKS: dict[str, Any] = {
     "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_epsilon": 1e-8, "max_grad_norm": 1.0, "num_train_epochs": 3.0,
     "gradient_accumulation_steps": 1, "max_steps": -1, "bf16": False,
 }
-#: learning rate by optimizer when neither the command line nor a recipe for that optimizer gives one
-DEFAULT_LEARNING_RATES = {"sgd": 1.0, "adamw_torch": 1e-3, "adamw_torch_fused": 1e-3}
-#: recipe values that only hold with the recipe's own optimizer
-OPTIMIZER_BOUND = ("learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "adam_beta1",
-                   "adam_beta2", "adam_epsilon", "weight_decay")
 TRACKERS = tuple(t.value for t in LoggerType)  # accelerate's: tensorboard, wandb, mlflow, ... and "all"
 
 
@@ -291,17 +297,18 @@ class EngineArguments:
     def with_recipe(self, recipe: dict[str, Any] | None = None,
                     task_defaults: dict[str, Any] | None = None) -> EngineArguments:
         """A copy with every unset field filled: the command line (the fields that are not None), then the
-        ``recipe`` (a preset's), then ``task_defaults``, then :data:`FALLBACKS`. Values the recipe binds to its
-        optimizer are skipped when ``--optim`` chose another one; its ``bf16`` applies only where the run's device
-        runs bf16 faster than fp32 (:func:`.precision.recipe_bf16_applies`)."""
-        recipe = dict(recipe or {})
-        if "bptt" in recipe and "block_size" not in recipe:  # recipes name the TBPTT window as the papers do
-            recipe["block_size"] = recipe.pop("bptt")
-        schedule_options = {k: recipe.pop(k) for k in ("decay_start_epoch", "decay_factor", "min_lr_ratio")
-                            if k in recipe}
-        if schedule_options and "lr_scheduler_kwargs" not in recipe:
-            recipe["lr_scheduler_kwargs"] = json.dumps(schedule_options)
+        ``recipe`` (a preset's, in this task's fields: :meth:`recipe_fields`), then ``task_defaults``, then
+        :data:`FALLBACKS`. Values the recipe binds to its optimizer are skipped when ``--optim`` chose another one;
+        its ``bf16`` applies only where the run's device runs bf16 faster than fp32
+        (:func:`.precision.recipe_bf16_applies`).
+
+        A run fills its arguments once, where it starts (the command line, ``train_causal_lm`` and the other
+        ``train_*`` functions, the demo); the training loop takes them filled (:meth:`unfilled`)."""
+        recipe = self.recipe_fields(recipe or {})
         names = {f.name for f in dataclasses.fields(self)}
+        unknown = [name for name in task_defaults or {} if name not in names]
+        if unknown:
+            raise ValueError(f"task_defaults: {unknown[0]!r} is not a field of {type(self).__name__}")
         optim = self.optim or recipe.get("optim") or FALLBACKS["optim"]
         if recipe.get("optim", optim) != optim:
             recipe = {k: v for k, v in recipe.items() if k not in OPTIMIZER_BOUND}
@@ -317,9 +324,43 @@ class EngineArguments:
             filled["bf16"] = recipe_bf16_applies(self.use_cpu)
         return dataclasses.replace(self, **filled)
 
+    def recipe_fields(self, recipe: dict[str, Any]) -> dict[str, Any]:
+        """``recipe`` (keyed by :data:`hf_seqmodels.recipes.RECIPE_KEYS`) as values of this task's fields.
+
+        The schedule's options (``decay_start_epoch``, ``decay_factor``, ``min_lr_ratio``) become
+        ``lr_scheduler_kwargs``. A task key (:data:`hf_seqmodels.recipes.TASK_KEYS`: ``bptt``, ``shuffle_windows``)
+        fills its field where this task has it (``bptt`` is the LM's ``block_size``) and is left out where it has
+        not: it describes another task's data (a family's recipe serves all its heads, e.g. the recurrent family's
+        LM recipe its classifiers, unless a head has a recipe of its own). Any other key must be a field of this
+        task: a key unknown to every task (a misspelt one) is a ValueError naming it, never dropped in silence."""
+        names = {f.name for f in dataclasses.fields(self)}
+        unknown = [key for key in recipe if key not in names and key not in RECIPE_KEYS]
+        if unknown:
+            raise ValueError(f"The training recipe's {unknown[0]!r} is neither a recipe key ({', '.join(RECIPE_KEYS)}) "
+                             f"nor another field of {type(self).__name__}.")
+        fields = {key: value for key, value in recipe.items() if key not in TASK_KEYS and key not in SCHEDULE_OPTIONS}
+        for key, value in recipe.items():
+            if key in TASK_KEYS and TASK_KEYS[key] in names:
+                fields.setdefault(TASK_KEYS[key], value)
+        if any(key in recipe for key in SCHEDULE_OPTIONS):
+            fields["lr_scheduler_kwargs"] = json.dumps(schedule_options(recipe))
+        return fields
+
+    def filled(self, task_defaults: dict[str, Any] | None = None) -> EngineArguments:
+        """These arguments when nothing is left to fill (:meth:`unfilled`: a command line filled them with its
+        recipe), else :meth:`with_recipe` with the task's defaults (arguments a Python caller built). The ``train_*``
+        functions start here."""
+        return self if not self.unfilled(task_defaults) else self.with_recipe(task_defaults=task_defaults)
+
+    def unfilled(self, task_defaults: dict[str, Any] | None = None) -> list[str]:
+        """The fields :meth:`with_recipe` fills that are still unset (those of :data:`FALLBACKS`, the learning rate
+        and ``task_defaults``): empty for arguments a run can use."""
+        return [name for name in dict.fromkeys((*FALLBACKS, "learning_rate", *(task_defaults or {})))
+                if getattr(self, name) is None]
+
     def to_dict(self) -> dict[str, Any]:
         """The arguments as a plain dict, as the run records them and gives them to the experiment trackers."""
         return dataclasses.asdict(self)
 
 
-__all__ = ["DEFAULT_LEARNING_RATES", "EngineArguments", "FALLBACKS", "OPTIMIZERS", "STRATEGIES", "TRACKERS"]
+__all__ = ["EngineArguments", "FALLBACKS", "STRATEGIES", "TRACKERS"]

@@ -9,6 +9,7 @@ is allowed); :func:`run_command` is what the command lines call around it: a use
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import logging
 import os
@@ -47,8 +48,17 @@ TOKENIZER_FIELDS = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id"
 USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """``--help`` with every flag's default (as transformers' parser shows them) and the description and epilog as
+    written, so that the examples of a script's docstring keep their lines."""
+
+
 class CommandLineParser(HfArgumentParser):
-    """``HfArgumentParser`` whose errors are one line, ``error: ...``, with exit status 2."""
+    """``HfArgumentParser`` whose errors are one line, ``error: ...``, with exit status 2; ``epilog`` (a script's
+    docstring, with its examples) follows the flags in ``--help`` as written."""
+
+    def __init__(self, dataclass_types, **kwargs):
+        super().__init__(dataclass_types, formatter_class=HelpFormatter, **kwargs)
 
     def error(self, message: str):
         print(f"error: {message} (see --help)", file=sys.stderr)
@@ -101,10 +111,9 @@ def leave_launched_process() -> None:
     os._exit(0)
 
 
-def parse_command_line(types: tuple[type, ...], argv: Sequence[str] | None, description: str) -> tuple:
-    """The dataclasses ``types`` filled from ``argv``, or from its only item when that is a ``.json``/``.yaml``
-    file of arguments (as transformers' example scripts accept)."""
-    parser = CommandLineParser(types, description=description)
+def parse_command_line(parser: CommandLineParser, argv: Sequence[str] | None) -> tuple:
+    """The dataclasses of ``parser`` (a script's ``build_parser()``) filled from ``argv``, or from its only item when
+    that is a ``.json``/``.yaml`` file of arguments (as transformers' example scripts accept)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) == 1 and argv[0].endswith((".json", ".yaml", ".yml")):
         if not Path(argv[0]).is_file():

@@ -110,7 +110,9 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
             raise NotImplementedError(
                 "The training engine shards models with FSDP2 only (fsdp_version: 2 in the accelerate config, as "
                 "in training/configs/fsdp.yaml): FSDP1 wraps the model, so evaluation and generation on it differ.")
-        args = args.with_recipe(task_defaults=self.task_defaults())  # what neither the caller nor a recipe set
+        if unfilled := args.unfilled(self.task_defaults()):  # filled once, where the run starts
+            raise ValueError(f"{type(self).__name__} takes filled arguments, but {', '.join(unfilled)} are unset: "
+                             "pass args.with_recipe(recipe, task_defaults), as the train_* functions do.")
         self.args, self.accelerator, self.tokenizer = args, accelerator, tokenizer
         #: evaluate during and at the end of training (transformers: an eval_strategy other than "no" sets do_eval)
         self.evaluating = args.do_eval or args.eval_strategy != "no"

@@ -2,7 +2,7 @@
 
 ``step`` counts optimizer updates (0 for the first update), so a schedule is exact when training
 resumes in the middle of an epoch. Five schedules (``lr_scheduler_type``; the keyword arguments of
-``lr_scheduler_kwargs`` in brackets):
+``lr_scheduler_kwargs`` in brackets; :mod:`hf_seqmodels.recipes` names them):
 
 * ``"linear"`` (transformers' default): from 1 after warmup down to 0 at ``total_steps``.
 
@@ -31,11 +31,7 @@ import torch
 from torch.optim.lr_scheduler import LambdaLR
 
 from ...models.config_utils import invalid as _invalid
-
-SCHEDULES = ("linear", "cosine", "constant", "zaremba", "noam")
-#: the ``lr_scheduler_kwargs`` each schedule takes
-SCHEDULE_KWARGS = {"linear": (), "cosine": ("min_lr_ratio",), "constant": (), "zaremba": ("decay_start_epoch", "decay_factor"),
-                   "noam": ()}
+from ...recipes import SCHEDULES
 
 LRFactor = Callable[[int], float]
 
@@ -130,7 +126,7 @@ def lr_factor(
     min_lr_ratio: float = 0.0,
     d_model: int | None = None,
 ) -> LRFactor:
-    """The factor function of schedule ``name`` (one of ``SCHEDULES``), warmup included."""
+    """The factor function of schedule ``name`` (one of :data:`hf_seqmodels.recipes.SCHEDULES`), warmup included."""
     if name == "linear":
         base = linear_factor(total_steps, warmup_steps)
     elif name == "zaremba":
@@ -152,8 +148,6 @@ def build_scheduler(optimizer: torch.optim.Optimizer, name: str, **kwargs) -> La
 
 
 __all__ = [
-    "SCHEDULES",
-    "SCHEDULE_KWARGS",
     "linear_factor",
     "build_scheduler",
     "constant_factor",

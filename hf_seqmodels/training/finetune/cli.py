@@ -38,8 +38,8 @@ from ...hub import write_model_card
 from ...registry import families_with_head
 from ..core.arguments import EngineArguments
 from ..core.cards import engine_card_arguments
-from ..core.cli import build_model as build_family_model
 from ..core.cli import (
+    CommandLineParser,
     configure_logging,
     dataset_label,
     finish_processes,
@@ -49,6 +49,7 @@ from ..core.cli import (
     parse_command_line,
     start_run,
 )
+from ..core.cli import build_model as build_family_model
 from ..core.finished_run import SELF_ATTENTION_PLOT
 from ..core.run_files import save_metrics
 from .char_features import DataCollatorForCharTagging, add_char_input_ids
@@ -149,11 +150,18 @@ def finetune_recipe(model_args: ModelArguments, task: str) -> tuple[dict[str, An
     return family.training_recipe(model_preset(model_args), TASKS[task]), BATCH_DEFAULTS
 
 
+def build_parser() -> CommandLineParser:
+    """The command line's parser: its flags and ``--help``."""
+    return CommandLineParser(
+        (ModelArguments, DataArguments, EngineArguments),
+        description="Fine-tune a model of the package on sequence classification, token classification or "
+                    "extractive QA.",
+        epilog=__doc__)  # the module docstring, with its examples
+
+
 def parse_arguments(argv: list[str] | None = None) -> tuple[ModelArguments, DataArguments, EngineArguments]:
     """``(model_args, data_args, training_args)`` of ``argv``, the training arguments completed by the recipe."""
-    model_args, data_args, training_args = parse_command_line(
-        (ModelArguments, DataArguments, EngineArguments), argv,
-        "Fine-tune a model of the package on sequence classification, token classification or extractive QA.")
+    model_args, data_args, training_args = parse_command_line(build_parser(), argv)
     recipe, defaults = finetune_recipe(model_args, data_args.task)
     return model_args, data_args, training_args.with_recipe(recipe, defaults)
 

@@ -35,6 +35,7 @@ from transformers import AutoModelForCausalLM
 from ...models.config_utils import invalid
 from ...registry import families_with_head
 from ..core.cli import (
+    CommandLineParser,
     build_model,
     configure_logging,
     continued_from,
@@ -88,11 +89,17 @@ class DataArguments:
         "help": "with --streaming: validate on the first N examples of the validation text only"})
 
 
+def build_parser() -> CommandLineParser:
+    """The command line's parser: its flags and ``--help``."""
+    return CommandLineParser(
+        (ModelArguments, DataArguments, LMTrainingArguments),
+        description="Train an NNLM, RNN/LSTM/GRU (truncated BPTT) or Transformer causal language model.",
+        epilog=__doc__)  # the module docstring, with its examples
+
+
 def parse_arguments(argv: list[str] | None = None):
     """``(model_args, data_args, training_args)`` of ``argv``, the training arguments completed by the recipe."""
-    model_args, data_args, training_args = parse_command_line(
-        (ModelArguments, DataArguments, LMTrainingArguments), argv,
-        "Train an NNLM, RNN/LSTM/GRU (truncated BPTT) or Transformer causal language model.")
+    model_args, data_args, training_args = parse_command_line(build_parser(), argv)
     if data_args.train_file is None and data_args.dataset_name is None:
         raise ValueError("Give --train_file (a .txt file) or --dataset_name (a datasets name).")
     training_args = default_actions(training_args.with_recipe(family_recipe(model_args), LM_DEFAULTS))

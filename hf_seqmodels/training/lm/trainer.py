@@ -282,7 +282,7 @@ def train_causal_lm(model: torch.nn.Module, tokenizer, train_ids: torch.Tensor, 
     The model, tokenizer, generation config, checkpoints, ``training_history.json`` and
     ``loss_curve.png`` are written to ``args.output_dir``.
     """
-    args = args.with_recipe(task_defaults=LM_DEFAULTS)
+    args = args.filled(LM_DEFAULTS)
     accelerator = accelerator or make_accelerator(args)
     return LMTrainingLoop(model, tokenizer, train_ids, eval_ids, args, accelerator).train(training_data, eval_dataset)
 

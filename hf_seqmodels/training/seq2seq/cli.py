@@ -39,6 +39,7 @@ from ...registry import families_with_head
 from ..core.cards import engine_card_arguments, write_run_model_card
 from ..core.cli import (
     SEQ2SEQ_TEMPLATE,
+    CommandLineParser,
     build_model,
     configure_logging,
     continued_from,
@@ -212,11 +213,17 @@ def report_test_set(loop: Seq2SeqTrainingLoop, corpus: ParallelCorpus, name: str
     return results
 
 
+def build_parser() -> CommandLineParser:
+    """The command line's parser: its flags and ``--help``."""
+    return CommandLineParser(
+        (ModelArguments, DataArguments, Seq2SeqTrainingArguments),
+        description="Train an attention RNN encoder-decoder or a Transformer for translation.",
+        epilog=__doc__)  # the module docstring, with its examples
+
+
 def parse_arguments(argv: list[str] | None = None):
     """``(model_args, data_args, training_args)`` of ``argv``, the training arguments completed by the recipe."""
-    model_args, data_args, training_args = parse_command_line(
-        (ModelArguments, DataArguments, Seq2SeqTrainingArguments), argv,
-        "Train an attention RNN encoder-decoder or a Transformer for translation.")
+    model_args, data_args, training_args = parse_command_line(build_parser(), argv)
     training_args = training_args.with_recipe(family_recipe(model_args), SEQ2SEQ_DEFAULTS)
     return model_args, data_args, default_actions(training_args)
 

@@ -269,7 +269,7 @@ def train_seq2seq(model, tokenizer, train_pairs: EncodedPairs | TokenPairs, eval
     ``train_runtime_seconds`` and ``train_tokens_per_second`` (target tokens, all processes); writes
     the model, tokenizer, checkpoints, history, loss curve and model card to ``args.output_dir``.
     """
-    args = args.with_recipe(task_defaults=SEQ2SEQ_DEFAULTS)
+    args = args.filled(SEQ2SEQ_DEFAULTS)
     accelerator = accelerator or make_accelerator(args)
     loop = Seq2SeqTrainingLoop(model, tokenizer, train_pairs, eval_pairs, eval_references, args, accelerator,
                                source_tokenizer=source_tokenizer)

@@ -83,7 +83,7 @@ def _push_parser(subparsers) -> None:
         "optimizer states and training logs stay local. The token comes from --token, HF_TOKEN or "
         "`hf auth login`; prefer the last two (a command-line token is visible to other users of the machine).",
     )
-    p.add_argument("folder", help="the output folder of a training run or of hf_seqmodels.hub.save_for_hub")
+    p.add_argument("folder", help="the output folder of a training run or of hf_seqmodels.cards.save_for_hub")
     p.add_argument("repo_id", help="the repository, e.g. user/char-lstm")
     p.add_argument("--private", action="store_true", help="create the repository as private")
     p.add_argument("--token", default=None, help="a Hub token (default: HF_TOKEN or the stored login)")
@@ -95,7 +95,7 @@ def _push_parser(subparsers) -> None:
 
 
 def _push(args: argparse.Namespace) -> int:
-    from .hub import PushError, format_file_list, push_folder_to_hub
+    from .publishing import PushError, format_file_list, push_folder_to_hub
 
     try:
         if args.dry_run:

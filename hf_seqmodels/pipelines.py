@@ -7,7 +7,7 @@ extractive question answering.
 ``hfsm-question-answering`` for every ``AutoModelForQuestionAnswering``.
 
 Every folder a model of the package is saved to (``save_pretrained``, thus ``Trainer.save_model``, the
-training scripts and ``hub.save_for_hub``; :func:`pipelines_save_hook`) carries the tasks that run its head in
+training scripts and ``cards.save_for_hub``; :func:`pipelines_save_hook`) carries the tasks that run its head in
 its ``config.json`` (``custom_pipelines``) and this module's code beside the model's, so the pipelines also run
 where the package is not installed, as transformers' custom pipelines do. ``pipeline()`` then asks for
 ``trust_remote_code=True``, with or without the package::
@@ -46,7 +46,7 @@ TRANSLATION_TASK = "hfsm-translation"
 TEXT2TEXT_TASK = "hfsm-text2text-generation"
 SUMMARIZATION_TASK = "hfsm-summarization"
 QUESTION_ANSWERING_TASK = "hfsm-question-answering"
-SOURCE_TOKENIZER_FOLDER = "source_tokenizer"  # the same name as hub.SOURCE_TOKENIZER_FOLDER
+SOURCE_TOKENIZER_FOLDER = "source_tokenizer"  # the same name as cards.SOURCE_TOKENIZER_FOLDER
 
 
 class Text2TextGenerationPipeline(Pipeline):

@@ -1,12 +1,14 @@
 """Every model family of the package, and its registration with the transformers Auto classes.
 
 Each family is one :class:`~hf_seqmodels.families.Family` of ``FAMILY_DESCRIPTIONS``: its configuration
-class, the model class for each Auto class, its tiny config, how to make inputs and labels for each head, and
-its capabilities, and its training recipes (:func:`training_recipe`); ``FAMILIES`` is the
-``{config class: {Auto class: model class}}`` view of them.
+class, the model class for each Auto class, its tiny config, the kind of inputs its models take, its
+capabilities, its papers and architecture sentence (for its model cards) and its training recipes
+(:func:`training_recipe`); ``FAMILIES`` is the ``{config class: {Auto class: model class}}`` view of them.
 :func:`register_all` (run by ``import hf_seqmodels``) registers them locally, marks every
 class for the Hub (so ``save_pretrained`` copies the code) and gives each config class the
 ``auto_map`` of *all* heads of its family, so that ``trust_remote_code=True`` finds any head.
+:func:`register_family` adds a family defined elsewhere: everything that reads the registry (Auto classes,
+model cards, export, the training scripts' family choices, the conformance tests) then finds it.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from transformers import (
     AutoModelForTokenClassification,
 )
 
-from .families import Capabilities, Family, bert_inputs, seq2seq_inputs, sequence_inputs, tagger_inputs
+from .families import Capabilities, Citation, Family
 from .models import (
     BertConfig,
     BertForMaskedLM,
@@ -196,11 +198,215 @@ _LAMPLE_2016 = dict(optim="sgd", learning_rate=0.01, lr_scheduler_type="constant
                     weight_decay=0.0, max_grad_norm=5.0, per_device_train_batch_size=1, num_train_epochs=50)
 
 
-FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
+# ------------------------------------------------------------------------ papers and architectures ----
+# What a family's model cards cite and how they describe a config (hf_seqmodels.cards).
+
+CELL_PAPERS = {  # by cell_type; the rnn_tanh / rnn_relu cells are Elman's
+    "lstm": Citation(
+        "Hochreiter & Schmidhuber (1997), Long Short-Term Memory",
+        """@article{hochreiter1997long,
+  title={Long Short-Term Memory},
+  author={Hochreiter, Sepp and Schmidhuber, J{\\"u}rgen},
+  journal={Neural Computation},
+  volume={9},
+  number={8},
+  pages={1735--1780},
+  year={1997}
+}""",
+    ),
+    "peephole_lstm": Citation(
+        "Gers & Schmidhuber (2000), Recurrent Nets that Time and Count",
+        """@inproceedings{gers2000recurrent,
+  title={Recurrent Nets that Time and Count},
+  author={Gers, Felix A. and Schmidhuber, J{\\"u}rgen},
+  booktitle={Proceedings of the IEEE-INNS-ENNS International Joint Conference on Neural Networks (IJCNN)},
+  volume={3},
+  pages={189--194},
+  year={2000}
+}""",
+    ),
+    "gru": Citation(
+        "Cho et al. (2014), Learning Phrase Representations using RNN Encoder-Decoder",
+        """@inproceedings{cho2014learning,
+  title={Learning Phrase Representations using {RNN} Encoder-Decoder for Statistical Machine Translation},
+  author={Cho, Kyunghyun and van Merri{\\"e}nboer, Bart and Gulcehre, Caglar and Bahdanau, Dzmitry and
+          Bougares, Fethi and Schwenk, Holger and Bengio, Yoshua},
+  booktitle={EMNLP},
+  year={2014}
+}""",
+    ),
+    "rnn": Citation(
+        "Elman (1990), Finding Structure in Time; Mikolov et al. (2010), Recurrent neural network based language model",
+        """@article{elman1990finding,
+  title={Finding Structure in Time},
+  author={Elman, Jeffrey L.},
+  journal={Cognitive Science},
+  volume={14},
+  number={2},
+  pages={179--211},
+  year={1990}
+}""",
+    ),
+}
+
+_BENGIO_2003_PAPER = Citation(
+        "Bengio et al. (2003), A Neural Probabilistic Language Model",
+        """@article{bengio2003neural,
+  title={A Neural Probabilistic Language Model},
+  author={Bengio, Yoshua and Ducharme, R{\\'e}jean and Vincent, Pascal and Jauvin, Christian},
+  journal={Journal of Machine Learning Research},
+  volume={3},
+  pages={1137--1155},
+  year={2003}
+}""",
+)
+_ZAREMBA_2014_PAPER = Citation(
+        "Zaremba, Sutskever & Vinyals (2014), Recurrent Neural Network Regularization",
+        """@article{zaremba2014recurrent,
+  title={Recurrent Neural Network Regularization},
+  author={Zaremba, Wojciech and Sutskever, Ilya and Vinyals, Oriol},
+  journal={arXiv preprint arXiv:1409.2329},
+  year={2014}
+}""",
+)
+_ATTENTION_PAPERS = Citation(
+    "Bahdanau, Cho & Bengio (2015), Neural Machine Translation by Jointly Learning to Align and Translate; "
+    "Luong, Pham & Manning (2015), Effective Approaches to Attention-based Neural Machine Translation",
+    """@inproceedings{bahdanau2015neural,
+  title={Neural Machine Translation by Jointly Learning to Align and Translate},
+  author={Bahdanau, Dzmitry and Cho, Kyunghyun and Bengio, Yoshua},
+  booktitle={ICLR},
+  year={2015}
+}
+
+@inproceedings{luong2015effective,
+  title={Effective Approaches to Attention-based Neural Machine Translation},
+  author={Luong, Minh-Thang and Pham, Hieu and Manning, Christopher D.},
+  booktitle={EMNLP},
+  year={2015}
+}""",
+)
+_BERT_PAPER = Citation(
+    "Devlin et al. (2019), BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding",
+    """@inproceedings{devlin2019bert,
+  title={{BERT}: Pre-training of Deep Bidirectional Transformers for Language Understanding},
+  author={Devlin, Jacob and Chang, Ming-Wei and Lee, Kenton and Toutanova, Kristina},
+  booktitle={NAACL},
+  year={2019}
+}""",
+)
+_VASWANI_2017_PAPER = Citation(
+    "Vaswani et al. (2017), Attention Is All You Need",
+    r"""@inproceedings{vaswani2017attention,
+  title={Attention Is All You Need},
+  author={Vaswani, Ashish and Shazeer, Noam and Parmar, Niki and Uszkoreit, Jakob and Jones, Llion and
+          Gomez, Aidan N. and Kaiser, {\L}ukasz and Polosukhin, Illia},
+  booktitle={NeurIPS},
+  year={2017}
+}""",
+)
+_KIM_2014_PAPER = Citation(
+    "Kim (2014), Convolutional Neural Networks for Sentence Classification",
+    """@inproceedings{kim2014convolutional,
+  title={Convolutional Neural Networks for Sentence Classification},
+  author={Kim, Yoon},
+  booktitle={EMNLP},
+  pages={1746--1751},
+  year={2014}
+}""",
+)
+_TAGGER_PAPERS = Citation(
+    "Huang, Xu & Yu (2015), Bidirectional LSTM-CRF Models for Sequence Tagging; "
+    "Lample et al. (2016), Neural Architectures for Named Entity Recognition",
+    """@article{huang2015bidirectional,
+  title={Bidirectional {LSTM-CRF} Models for Sequence Tagging},
+  author={Huang, Zhiheng and Xu, Wei and Yu, Kai},
+  journal={arXiv preprint arXiv:1508.01991},
+  year={2015}
+}
+
+@inproceedings{lample2016neural,
+  title={Neural Architectures for Named Entity Recognition},
+  author={Lample, Guillaume and Ballesteros, Miguel and Subramanian, Sandeep and Kawakami, Kazuya and Dyer, Chris},
+  booktitle={NAACL},
+  year={2016}
+}""",
+)
+
+
+def _cell_papers(config) -> tuple[Citation, ...]:
+    """The paper of ``config.cell_type``."""
+    return (CELL_PAPERS["rnn" if config.cell_type.startswith("rnn") else config.cell_type],)
+
+
+def _nnlm_architecture(c) -> str:
+    return (
+        f"Feed-forward neural LM: {c.context_size} previous tokens → embeddings ({c.embedding_size}) → "
+        f"tanh layer ({c.hidden_size}) → softmax" + (" + direct connections" if c.direct_connections else "")
+    )
+
+
+def _rnn_architecture(c) -> str:
+    return (
+        f"{c.num_hidden_layers}-layer {c.cell_type.upper().replace('_', ' ')} language model, "
+        f"hidden size {c.hidden_size}, embeddings {c.embedding_size}"
+        + (", tied input/output embeddings" if c.tie_word_embeddings else "")
+    )
+
+
+def _rnn_seq2seq_architecture(c) -> str:
+    return (
+        f"RNN encoder-decoder ({c.encoder_layers}-layer {'bidirectional ' if c.bidirectional_encoder else ''}"
+        f"{c.encoder_cell_type.upper().replace('_', ' ')} encoder, {c.decoder_layers}-layer "
+        f"{c.decoder_cell_type.upper().replace('_', ' ')} decoder, "
+        f"hidden size {c.hidden_size}) with {c.attention_score} attention, {c.attention_wiring} wiring"
+    )
+
+
+def _transformer_architecture(c) -> str:
+    return (
+        f"Transformer encoder-decoder: {c.encoder_layers}+{c.decoder_layers} layers, d_model {c.d_model}, "
+        f"{c.encoder_attention_heads} heads, feed-forward {c.encoder_ffn_dim}"
+    )
+
+
+def _transformer_lm_architecture(c) -> str:
+    return (
+        f"decoder-only Transformer language model: {c.decoder_layers} layers, d_model {c.d_model}, "
+        f"{c.decoder_attention_heads} heads, feed-forward {c.decoder_ffn_dim}"
+    )
+
+
+def _bert_architecture(c) -> str:
+    return (
+        f"BERT encoder: {c.num_hidden_layers} layers, hidden size {c.hidden_size}, {c.num_attention_heads} heads, "
+        f"feed-forward {c.intermediate_size}"
+    )
+
+
+def _tagger_architecture(c) -> str:
+    return (
+        f"sequence tagger: {'bidirectional ' if c.bidirectional else ''}{c.num_hidden_layers}-layer "
+        f"{c.cell_type.upper().replace('_', ' ')} (hidden size {c.hidden_size}) over {c.embedding_size}-dimensional "
+        f"word embeddings" + (f" and a character {c.char_encoder.upper()} encoder" if c.char_encoder else "")
+        + (", linear-chain CRF" if c.use_crf else ", per-token softmax")
+    )
+
+
+def _textcnn_architecture(c) -> str:
+    return (
+        f"TextCNN sentence classifier: {c.num_filters} filters of each width {', '.join(map(str, c.filter_sizes))} "
+        f"over {c.embedding_size}-dimensional embeddings ({c.embedding_mode}), max-over-time pooling"
+    )
+
+
+#: every family of the package (:func:`register_family` adds one)
+FAMILY_DESCRIPTIONS: list[Family] = [
     Family(
         name="bilstm_crf", config_class=BiLSTMCRFConfig,
         heads={AutoModel: BiLSTMCRFModel, AutoModelForTokenClassification: BiLSTMCRFForTokenClassification},
-        make_inputs=tagger_inputs, hidden_states=_recurrent_layers,
+        input_kind="tagger", hidden_states=_recurrent_layers,
+        citation=_TAGGER_PAPERS, config_citations=_cell_papers, architecture=_tagger_architecture,
         # word vectors (8) + character features (8) = hidden_size: hidden_states[0] as wide as transformers'
         # testers assume (the preset's 12-wide words are covered by the conformance width tests)
         tiny_overrides={"id2label": {0: "O", 1: "B-X", 2: "I-X"}, "embedding_size": 8},
@@ -210,7 +416,8 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
     Family(
         name="nnlm", config_class=NNLMConfig,
         heads={AutoModel: NNLMModel, AutoModelForCausalLM: NNLMForCausalLM},
-        make_inputs=sequence_inputs, hidden_states=lambda config: {"hidden_states": 2},  # x = [C(w)...], tanh layer
+        hidden_states=lambda config: {"hidden_states": 2},  # x = [C(w)...], tanh layer
+        citation=_BENGIO_2003_PAPER, architecture=_nnlm_architecture,
         tiny_overrides={"context_size": 2},  # x = 2 x 8 = hidden_size: every hidden state hidden_size wide
         common_properties=("vocab_size", "hidden_size"),
         capabilities=Capabilities(stateful_cache=True, inputs_embeds=True, gradient_checkpointing=False),
@@ -224,7 +431,8 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
             AutoModelForSequenceClassification: RNNForSequenceClassification,
             AutoModelForTokenClassification: RNNForTokenClassification,
         },
-        make_inputs=sequence_inputs, hidden_states=_recurrent_layers,
+        hidden_states=_recurrent_layers,
+        citation=_ZAREMBA_2014_PAPER, config_citations=_cell_papers, architecture=_rnn_architecture,
         tiny_overrides={"embedding_size": None},  # embeddings as wide as the layers (hidden_size)
         capabilities=Capabilities(stateful_cache=True, inputs_embeds=True, tied_embeddings=True),
         # Zaremba's small model: his released code's 20 steps (the paper's 35 are the medium and large ones)
@@ -242,7 +450,8 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
     Family(
         name="rnn_seq2seq", config_class=RNNSeq2SeqConfig,
         heads={AutoModel: RNNSeq2SeqModel, AutoModelForSeq2SeqLM: RNNSeq2SeqForConditionalGeneration},
-        make_inputs=seq2seq_inputs, hidden_states=_seq2seq_stacks,
+        input_kind="seq2seq", hidden_states=_seq2seq_stacks,
+        citation=_ATTENTION_PAPERS, architecture=_rnn_seq2seq_architecture,
         # embeddings and both directions of the encoder together (2 x 8) as wide as the decoder (hidden_size)
         tiny_overrides={"embedding_size": None, "encoder_hidden_size": 8},
         attentions=lambda config: {"cross_attentions": 1},  # the decoder's alignment over the source
@@ -253,7 +462,8 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
     Family(
         name="transformer", config_class=TransformerConfig,
         heads={AutoModel: TransformerModel, AutoModelForSeq2SeqLM: TransformerForConditionalGeneration},
-        make_inputs=seq2seq_inputs, hidden_states=_seq2seq_stacks, attentions=_transformer_attentions,
+        input_kind="seq2seq", hidden_states=_seq2seq_stacks, attentions=_transformer_attentions,
+        citation=_VASWANI_2017_PAPER, architecture=_transformer_architecture,
         common_properties=("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"),
         capabilities=Capabilities(is_encoder_decoder=True, static_cache=True, inputs_embeds=True, sdpa=True,
                                   tied_embeddings=True),
@@ -264,8 +474,8 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
     Family(
         name="transformer_lm", config_class=TransformerLMConfig,
         heads={AutoModel: TransformerLMModel, AutoModelForCausalLM: TransformerForCausalLM},
-        make_inputs=sequence_inputs,
         hidden_states=lambda config: {"hidden_states": config.decoder_layers + 1},
+        citation=_VASWANI_2017_PAPER, architecture=_transformer_lm_architecture,
         attentions=lambda config: {"attentions": config.decoder_layers},
         tiny_overrides={"dropout": 0.0},  # trained without dropout noise, as transformers' causal-LM testers' models
         common_properties=("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"),
@@ -286,7 +496,8 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
             AutoModelForQuestionAnswering: BertForQuestionAnswering,
             AutoModelForMultipleChoice: BertForMultipleChoice,
         },
-        make_inputs=bert_inputs,
+        input_kind="bert",
+        citation=_BERT_PAPER, architecture=_bert_architecture,
         hidden_states=lambda config: {"hidden_states": config.num_hidden_layers + 1},
         attentions=lambda config: {"attentions": config.num_hidden_layers},
         common_properties=("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"),
@@ -304,12 +515,13 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
     Family(
         name="textcnn", config_class=TextCNNConfig,
         heads={AutoModel: TextCNNModel, AutoModelForSequenceClassification: TextCNNForSequenceClassification},
-        make_inputs=sequence_inputs, hidden_states=lambda config: {"hidden_states": 2},  # word vectors, features
+        hidden_states=lambda config: {"hidden_states": 2},  # word vectors, features
+        citation=_KIM_2014_PAPER, architecture=_textcnn_architecture,
         common_properties=("vocab_size",),
         capabilities=Capabilities(gradient_checkpointing=False, mask_removes_tokens=True),
         recipe=_KIM_2014, preset_recipes={"tiny": _TINY},
     ),
-)
+]
 
 #: ``{config class: {Auto class: model class}}``, the Auto-class view of :data:`FAMILY_DESCRIPTIONS`.
 FAMILIES = {family.config_class: dict(family.heads) for family in FAMILY_DESCRIPTIONS}
@@ -368,15 +580,39 @@ def auto_map_for(config_class) -> dict[str, str]:
     return auto_map
 
 
+def _register_with_auto_classes(family: Family) -> None:
+    config_class = family.config_class
+    AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+    config_class.register_for_auto_class()
+    config_class.AUTO_MAP = auto_map_for(config_class)
+    for auto_class, model_class in family.heads.items():
+        auto_class.register(config_class, model_class, exist_ok=True)
+        model_class.register_for_auto_class(auto_class.__name__)
+
+
 def register_all() -> None:
     global _registered
     if _registered:
         return
-    for config_class, heads in FAMILIES.items():
-        AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
-        config_class.register_for_auto_class()
-        config_class.AUTO_MAP = auto_map_for(config_class)
-        for auto_class, model_class in heads.items():
-            auto_class.register(config_class, model_class, exist_ok=True)
-            model_class.register_for_auto_class(auto_class.__name__)
+    for family in FAMILY_DESCRIPTIONS:
+        _register_with_auto_classes(family)
     _registered = True
+
+
+def register_family(family: Family) -> None:
+    """Add ``family`` to the registry and register it with the Auto classes. ValueError if its name, config
+    class or ``model_type`` is already a family's."""
+    for known in FAMILY_DESCRIPTIONS:
+        if family.name == known.name or family.config_class.model_type == known.config_class.model_type:
+            raise ValueError(f"register_family: {family.name!r} (model_type "
+                             f"{family.config_class.model_type!r}) clashes with the family {known.name!r}")
+    FAMILY_DESCRIPTIONS.append(family)
+    FAMILIES[family.config_class] = dict(family.heads)
+    _register_with_auto_classes(family)
+
+
+def unregister_family(family: Family) -> None:
+    """Take ``family`` (added by :func:`register_family`) out of the registry again. Its ``model_type`` stays
+    known to the Auto classes: transformers has no public way to remove a registration."""
+    FAMILY_DESCRIPTIONS.remove(family)
+    del FAMILIES[family.config_class]

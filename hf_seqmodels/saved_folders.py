@@ -1,7 +1,7 @@
 """What every save of the package's models adds to its folder, so that the folder is shareable as it is.
 
 :func:`register_save_hooks` (run by ``import hf_seqmodels``) makes every ``save_pretrained`` of the package's
-configs and models (``Trainer.save_model``, the training scripts' final saves and ``hub.save_for_hub``
+configs and models (``Trainer.save_model``, the training scripts' final saves and ``cards.save_for_hub``
 included: they all go through it) also
 
 * declare the pipelines that run the saved head and copy their code beside the model's

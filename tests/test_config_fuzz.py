@@ -14,11 +14,12 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from model_inputs import model_inputs
 from transformers import AutoConfig
 
 import hf_seqmodels  # noqa: F401  (registers the model types)
 from hf_seqmodels.embeddings import GloVeConfig, SVDConfig, Word2VecConfig
-from hf_seqmodels.models.config_utils import FIELD_RANGES, ConfigValidationError, PresetMixin
+from hf_seqmodels.models.config_utils import ConfigValidationError, PresetMixin, field_ranges
 from hf_seqmodels.ngram import NGramConfig
 from hf_seqmodels.registry import family_of
 
@@ -46,8 +47,8 @@ class Opaque:
         return "Opaque()"
 
 
-def invalid_values(field: dataclasses.Field) -> list:
-    """Values that break the field's declared type or range."""
+def invalid_values(config_class, field: dataclasses.Field) -> list:
+    """Values that break the field's declared type or range (the class's rule for its name)."""
     kinds = {part.strip() for part in str(field.type).split("|")}
     bad: list = [Opaque()]
     if "None" not in kinds:
@@ -63,7 +64,7 @@ def invalid_values(field: dataclasses.Field) -> list:
         bad += ["no", "False", 1, 0, 0.5]
     if kinds == {"str"} or kinds == {"str", "None"}:
         bad += [3, True] + ([] if field.name in FREE_TEXT else ["__no_such_choice__"])
-    rule = FIELD_RANGES.get(field.name)
+    rule = field_ranges(config_class).get(field.name)
     if rule == "positive":
         bad += [0, -1] if "float" not in kinds else [0, -1, -0.5, 0.0]
     elif rule == "probability":
@@ -80,7 +81,7 @@ def base_config(config_class):
 
 
 CASES = [(cls, field, value) for cls in CONFIG_CLASSES for field in own_fields(cls)
-         for value in invalid_values(field)
+         for value in invalid_values(cls, field)
          # an id can only be too large for a known vocabulary (an n-gram model's is built by training)
          if not (value == 10**6 and getattr(base_config(cls), "vocab_size", None) is None)]
 
@@ -98,7 +99,7 @@ def test_every_config_class_has_checked_fields():
     """The declared rules reach each class: at least its sizes are range-checked."""
     for config_class in CONFIG_CLASSES:
         names = {f.name for f in own_fields(config_class)}
-        assert names & set(FIELD_RANGES), config_class.__name__
+        assert names & set(field_ranges(config_class)), config_class.__name__
 
 
 @st.composite
@@ -108,7 +109,7 @@ def valid_sizes(draw, config_class):
     overrides = {}
     for field in own_fields(config_class):
         current = getattr(config, field.name)
-        rule = FIELD_RANGES.get(field.name)
+        rule = field_ranges(config_class).get(field.name)
         if field.name in ("vocab_size", "source_vocab_size", "type_vocab_size", "filter_sizes",
                           "max_position_embeddings", "char_max_word_length") or current is None:
             continue
@@ -138,6 +139,6 @@ def test_valid_values_give_models_with_finite_outputs(config_class, data):
         torch.manual_seed(0)
         model = head(config).eval()
         with torch.no_grad():
-            output = model(**family.inputs(config, head, labels=False))
+            output = model(**model_inputs(family, config, head, labels=False))
         tensors = [v for v in output.values() if torch.is_tensor(v) and v.is_floating_point()]
         assert tensors and all(torch.isfinite(t).all() for t in tensors), (head.__name__, overrides)

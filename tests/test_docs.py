@@ -16,7 +16,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 import hf_seqmodels
 import hf_seqmodels.ngram
 from hf_seqmodels import RNNConfig, RNNForCausalLM, RNNModel, registry
-from hf_seqmodels.families import Capabilities, Family, sequence_inputs
+from hf_seqmodels.families import Capabilities, Family
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "docs" / "hooks"))
@@ -49,7 +49,7 @@ class ToyForCausalLM(RNNForCausalLM):
 
 
 TOY = Family(name="toy", config_class=ToyConfig, heads={AutoModel: ToyModel, AutoModelForCausalLM: ToyForCausalLM},
-             make_inputs=sequence_inputs, hidden_states=lambda config: {"hidden_states": 2},
+             hidden_states=lambda config: {"hidden_states": 2},
              capabilities=Capabilities(stateful_cache=True), recipe={"optim": "sgd", "learning_rate": 1.0})
 
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from model_inputs import model_inputs
 
 from hf_seqmodels.registry import FAMILY_DESCRIPTIONS
 
@@ -23,7 +24,7 @@ HAS_LABELS = [(f, h) for f, h in HEADS if f.task_of(h) != "AutoModel"]
 def model_and_inputs(family, head, batch=2, length=7, seed=0):
     config = family.tiny_config()
     torch.manual_seed(seed)
-    return head(config).eval(), family.inputs(config, head, batch_size=batch, seq_length=length, seed=seed)
+    return head(config).eval(), model_inputs(family, config, head, batch_size=batch, seq_length=length, seed=seed)
 
 
 def bad_calls(family, head):

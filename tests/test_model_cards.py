@@ -7,7 +7,8 @@ import pytest
 from huggingface_hub import ModelCard
 
 import hf_seqmodels  # noqa: F401  (registers the families)
-from hf_seqmodels.hub import _checked_card, family_card_section, model_index_results, write_model_card
+from hf_seqmodels.cards import family_card_section, model_index_results, write_model_card
+from hf_seqmodels.publishing import _checked_card
 from hf_seqmodels.registry import FAMILIES
 
 HEADS = [(config_class, model_class) for config_class, heads in FAMILIES.items() for model_class in heads.values()]

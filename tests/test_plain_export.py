@@ -17,6 +17,8 @@ from transformers import AutoModelForCausalLM
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
+from model_inputs import model_inputs  # noqa: E402
+
 import hf_seqmodels  # noqa: E402, F401
 from hf_seqmodels.registry import FAMILY_DESCRIPTIONS  # noqa: E402
 
@@ -59,7 +61,7 @@ def _decoder_loops_in_python(config) -> bool:
 def _inputs(family, head, config, batch: int, length: int, seed: int) -> dict[str, torch.Tensor]:
     """Forward inputs with padding: the last two tokens of row 0 (right padding) and, when there are more rows,
     the first token of the last row (left padding)."""
-    inputs = family.inputs(config, head, batch_size=batch, seq_length=length, seed=seed, labels=False)
+    inputs = model_inputs(family, config, head, batch_size=batch, seq_length=length, seed=seed, labels=False)
     mask = inputs["attention_mask"].clone()
     mask[0, ..., -2:] = 0
     if batch > 2:

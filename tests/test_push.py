@@ -1,4 +1,4 @@
-"""``hf-seqmodels push`` / :func:`hf_seqmodels.hub.push_folder_to_hub`: validation, the allow-list, dry runs, tokens."""
+"""``hf-seqmodels push`` / :func:`hf_seqmodels.publishing.push_folder_to_hub`: validation, the allow-list, dry runs, tokens."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from tokenizer_test_utils import char_tokenizer
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hf_seqmodels import RNNConfig, RNNForCausalLM, TransformerConfig, TransformerForConditionalGeneration
+from hf_seqmodels.cards import save_for_hub
 from hf_seqmodels.cli import main as cli_main
-from hf_seqmodels.hub import PushError, files_to_push, push_folder_to_hub, save_for_hub
+from hf_seqmodels.publishing import PushError, files_to_push, push_folder_to_hub
 
 SECRET = "hf_SeCrEtToKeN0123456789abcdefghij"
 TOKENIZER_FILES = {"tokenizer.json", "tokenizer_config.json"}

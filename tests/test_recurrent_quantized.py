@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from model_inputs import model_inputs
 from torch import nn
 from torch.ao.quantization import quantize_dynamic
 
@@ -46,7 +47,7 @@ def test_the_heads_cover_every_recurrent_family():
 def test_a_quantized_head_runs_unpadded_and_padded_batches(family, head):
     model, quantized = _quantized(family, head)
     config = family.tiny_config()
-    inputs = family.inputs(config, head, batch_size=2, seq_length=6, labels=False)
+    inputs = model_inputs(family, config, head, batch_size=2, seq_length=6, labels=False)
     one_row = {name: tensor[:1] for name, tensor in inputs.items()}
     inputs["attention_mask"][1, -2:] = 0  # a padded row
     with torch.no_grad():
@@ -59,7 +60,7 @@ def test_a_quantized_head_runs_unpadded_and_padded_batches(family, head):
 @pytest.mark.parametrize("family, head", [param for param in HEADS if param.values[1].can_generate()])
 def test_a_quantized_generative_head_generates(family, head):
     model, quantized = _quantized(family, head)
-    inputs = family.inputs(family.tiny_config(), head, batch_size=1, seq_length=5, labels=False)
+    inputs = model_inputs(family, family.tiny_config(), head, batch_size=1, seq_length=5, labels=False)
     inputs.pop("decoder_input_ids", None)
     tokens = quantized.generate(**inputs, max_new_tokens=4, min_new_tokens=4, do_sample=False)
     prompt = 0 if model.config.is_encoder_decoder else inputs["input_ids"].shape[1]

@@ -26,9 +26,9 @@ from hf_seqmodels import (
     TransformerConfig,
     TransformerForConditionalGeneration,
     TransformerModel,
+    cards,
 )
-from hf_seqmodels import hub as hub_module
-from hf_seqmodels.hub import save_for_hub
+from hf_seqmodels.cards import save_for_hub
 from hf_seqmodels.pipelines import (
     PIPELINE_TASKS,
     QUESTION_ANSWERING_TASK,
@@ -118,7 +118,7 @@ def test_save_for_hub_declares_the_pipelines_of_the_saved_head(word_tokenizer, b
             siblings = get_relative_imports(str(folder / "pipelines.py"))
             assert siblings == ["qa_spans"] and all((folder / f"{name}.py").is_file() for name in siblings)
     assert custom_pipelines_for(transformer_seq2seq(word_tokenizer)) == saved_config(tmp_path / "0")["custom_pipelines"]
-    assert SOURCE_TOKENIZER_FOLDER == hub_module.SOURCE_TOKENIZER_FOLDER
+    assert SOURCE_TOKENIZER_FOLDER == cards.SOURCE_TOKENIZER_FOLDER
 
 
 def test_every_save_declares_the_pipelines_of_the_saved_head_as_a_dict_keyed_by_task(bert_tokenizer, tmp_path):

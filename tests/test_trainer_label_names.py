@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from model_inputs import LABEL_NAMES, model_inputs
 from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
 from transformers.utils import find_labels
 
 import hf_seqmodels  # noqa: F401
-from hf_seqmodels.families import LABEL_NAMES
 from hf_seqmodels.registry import FAMILY_DESCRIPTIONS
 
 HEADS = [(family, head) for family in FAMILY_DESCRIPTIONS for head in family.heads.values()]
@@ -28,7 +28,7 @@ def test_trainer_evaluate_reports_eval_loss_with_default_label_names(family, hea
     torch.manual_seed(0)
     config = family.tiny_config()
     model = head(config).eval()
-    batch = family.inputs(config, head, batch_size=4, seq_length=6)
+    batch = model_inputs(family, config, head, batch_size=4, seq_length=6)
     rows = [{name: tensor[i] for name, tensor in batch.items()} for i in range(4)]
     args = TrainingArguments(output_dir=str(tmp_path), per_device_eval_batch_size=2, use_cpu=True,
                              report_to="none")

@@ -22,7 +22,7 @@ API_MODULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
                                                "hf_seqmodels.training.classic.ngram_cli",
                                                "hf_seqmodels.training.classic.embeddings_cli")),
     ("export", "Export", ("hf_seqmodels.export",)),
-    ("hub", "Hub", ("hf_seqmodels.hub",)),
+    ("hub", "Hub", ("hf_seqmodels.cards", "hf_seqmodels.publishing")),
     ("tokenization", "Tokenization", ("hf_seqmodels.tokenization",)),
     ("embeddings", "Word embeddings", ("hf_seqmodels.embeddings",)),
     ("ngram", "n-gram language model", ("hf_seqmodels.ngram",)),

@@ -306,11 +306,11 @@ def family_prose(model_type: str, prose_dir: Path = PROSE_DIR) -> str | None:
 
 
 def papers(family) -> str:
-    from hf_seqmodels.hub import CELL_CITATIONS, CITATIONS
+    from hf_seqmodels.registry import CELL_PAPERS
 
-    entries = [CITATIONS[family.config_class.model_type][0]] if family.config_class.model_type in CITATIONS else []
+    entries = [family.citation.names] if family.citation else []
     if "cell_type" in {f.name for f in dataclasses.fields(family.config_class)}:
-        entries += [cited for cited, _ in CELL_CITATIONS.values()]
+        entries += [paper.names for paper in CELL_PAPERS.values()]
     return "; ".join(entries)
 
 
@@ -323,7 +323,7 @@ def family_page(family, execute: bool = True, cards_dir: Path = CARDS_DIR, prose
         problems.append(f"family {family.name!r} has no prose: write {prose_dir / (model_type + '.md')}")
     cited = papers(family)
     if not cited:
-        problems.append(f"family {family.name!r} cites no paper: add it to hf_seqmodels.hub.CITATIONS")
+        problems.append(f"family {family.name!r} cites no paper: give its registry entry a citation")
     heads, generative = heads_section(family)
     results, images = results_section(family, cards_dir)
     lines = [f"# {family_title(family)}", "", prose or "", "", f"**Papers:** {cited or '—'}", "",

@@ -7,7 +7,7 @@
 #    generative head, each checked against eager mode;
 # 2. `OnnxGenerator` decodes with onnxruntime and numpy alone: greedy and beam search give eager `generate()`'s
 #    tokens;
-# 3. `hf_seqmodels.hub.save_for_hub` writes a Hub-ready folder (weights, code, tokenizer, model card) that loads
+# 3. `hf_seqmodels.cards.save_for_hub` writes a Hub-ready folder (weights, code, tokenizer, model card) that loads
 #    with `trust_remote_code=True` without this package, and `push_folder_to_hub(..., dry_run=True)` writes
 #    exactly what would be uploaded, without touching the network.
 #
@@ -27,8 +27,9 @@ from transformers import AutoModelForCausalLM, set_seed
 
 import hf_seqmodels
 from hf_seqmodels import RNNConfig, RNNForCausalLM
+from hf_seqmodels.cards import save_for_hub
 from hf_seqmodels.export import OnnxGenerator, export_model
-from hf_seqmodels.hub import push_folder_to_hub, save_for_hub
+from hf_seqmodels.publishing import push_folder_to_hub
 from hf_seqmodels.tokenization import train_tokenizer
 
 FULL = os.environ.get("HFSM_TUTORIAL_FULL") == "1" or "--full" in sys.argv

@@ -72,12 +72,14 @@ def tensor_outputs(model: nn.Module, inputs: dict[str, torch.Tensor]) -> dict[st
 
 
 def example_inputs(model: nn.Module, batch_size: int = 2, seq_length: int = 7, seed: int = 0) -> dict[str, torch.Tensor]:
-    """Forward inputs for ``model`` from its family in the registry (no labels)."""
+    """Forward inputs for ``model`` of the kind its family in the registry takes: ``(batch_size, seq_length)`` ids
+    drawn with ``seed``, no labels."""
+    from ..example_inputs import INPUT_KINDS
     from ..registry import family_of
 
     family = family_of(type(model))
-    return family.inputs(model.config, type(model), batch_size=batch_size, seq_length=seq_length, seed=seed,
-                         labels=False)
+    generator = torch.Generator().manual_seed(seed)
+    return INPUT_KINDS[family.input_kind](model.config, family.task_of(type(model)), batch_size, seq_length, generator)
 
 
 def _dim_name(input_name: str, dim: int, ndim: int) -> str:

@@ -209,10 +209,8 @@ def _source_vocab(config) -> int:
 
 def initial_recurrent_state(model: nn.Module, batch_size: int) -> tuple[torch.Tensor, ...]:
     """The state a recurrent causal LM starts from, ``batch_size`` rows: the NNLM's window of pad ids
-    ``(B, n - 1)``, the RNN LMs' zeros ``(B, L, hidden)`` (two tensors for the LSTMs)."""
-    from ..models import NNLMForCausalLM
-
-    if isinstance(model, NNLMForCausalLM):
+    ``(B, n - 1)`` (its ``initial_context``), the RNN LMs' zeros ``(B, L, hidden)`` (two tensors for the LSTMs)."""
+    if hasattr(model, "initial_context"):
         return (model.initial_context(batch_size, model.device),)
     return model.model.encoder.initial_state(batch_size, model.lm_head.weight)
 
@@ -298,27 +296,28 @@ def rnn_seq2seq_graphs(model: nn.Module) -> tuple[list[StepGraph], dict]:
     return [encoder, step], {}
 
 
+#: ``{builder name: (kind, builder)}``; a generative head names its builder in its ``export_graphs`` attribute
+GRAPH_BUILDERS = {
+    "recurrent_lm": ("decoder-only", recurrent_lm_graphs),
+    "transformer_lm": ("decoder-only", transformer_lm_graphs),
+    "transformer_seq2seq": ("encoder-decoder", transformer_seq2seq_graphs),
+    "rnn_seq2seq": ("encoder-decoder", rnn_seq2seq_graphs),
+}
+
+
 def generation_graphs(model: nn.Module) -> tuple[str, list[StepGraph], dict] | None:
     """``(kind, graphs, extra spec fields)`` for a generative head (every cell type, character encoder and
-    attention of the package), None for the heads that do not generate. A generative head of a class this
-    function does not know is a ValueError, never a silent export without generation."""
-    from ..models import (
-        NNLMForCausalLM,
-        RNNForCausalLM,
-        RNNSeq2SeqForConditionalGeneration,
-        TransformerForCausalLM,
-        TransformerForConditionalGeneration,
-    )
-
-    if isinstance(model, (RNNForCausalLM, NNLMForCausalLM)):
-        return ("decoder-only", *recurrent_lm_graphs(model))
-    if isinstance(model, TransformerForCausalLM):
-        return ("decoder-only", *transformer_lm_graphs(model))
-    if isinstance(model, TransformerForConditionalGeneration):
-        return ("encoder-decoder", *transformer_seq2seq_graphs(model))
-    if isinstance(model, RNNSeq2SeqForConditionalGeneration):
-        return ("encoder-decoder", *rnn_seq2seq_graphs(model))
-    if model.can_generate():
-        raise ValueError(f"{type(model).__name__} generates, but has no decoding graphs to export: add them in "
-                         "hf_seqmodels/export/step_graphs.py.")
-    return None
+    attention of the package), from the builder its class names (``export_graphs``, a key of
+    :data:`GRAPH_BUILDERS`); None for the heads that do not generate. A generative head that names no builder
+    is a ValueError, never a silent export without generation."""
+    name = getattr(type(model), "export_graphs", None)
+    if name is None:
+        if model.can_generate():
+            raise ValueError(f"{type(model).__name__} generates, but has no decoding graphs to export: give the "
+                             f"class an `export_graphs` attribute naming one of {sorted(GRAPH_BUILDERS)}, or add "
+                             "a builder in hf_seqmodels/export/step_graphs.py.")
+        return None
+    if name not in GRAPH_BUILDERS:
+        raise ValueError(f"{type(model).__name__}.export_graphs={name!r}: expected one of {sorted(GRAPH_BUILDERS)}")
+    kind, build = GRAPH_BUILDERS[name]
+    return (kind, *build(model))

@@ -123,17 +123,17 @@ def _split_union(annotation: str) -> list[str]:
     return [*parts, current]
 
 
-#: Ranges by field name, for every config of the package (a class adds or overrides entries with its own
-#: ``FIELD_RANGES``): ``"positive"`` (> 0), ``"non_negative"`` (>= 0), ``"probability"`` ([0, 1)).
+#: Ranges by field name, for the fields several configs of the package share (a class adds its own fields' and
+#: overrides entries with its own ``FIELD_RANGES``: :func:`field_ranges`): ``"positive"`` (> 0), ``"non_negative"`` (>= 0), ``"probability"`` ([0, 1)).
 #: None values are the type rule's business (``X | None``), not the range's.
 FIELD_RANGES: dict[str, str] = {
     **dict.fromkeys(("vocab_size", "source_vocab_size", "type_vocab_size", "hidden_size", "embedding_size",
                      "encoder_hidden_size", "attention_hidden_size", "intermediate_size", "d_model",
                      "num_hidden_layers", "num_attention_heads", "encoder_layers", "decoder_layers",
                      "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim",
-                     "max_position_embeddings", "context_size", "num_filters", "filter_sizes",
+                     "max_position_embeddings",
                      "char_embedding_size", "char_hidden_size", "char_kernel_size", "char_max_word_length",
-                     "init_range", "initializer_range", "layer_norm_eps", "classifier_max_norm",
+                     "init_range", "initializer_range", "layer_norm_eps",
                      # word embeddings and n-grams
                      "vector_size", "window", "epochs", "batch_size", "chunk_words",
                      "order", "x_max", "alpha", "learning_rate", "k"), "positive"),
@@ -150,10 +150,16 @@ _RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
+def field_ranges(config_class: type) -> dict[str, str]:
+    """The range rule of every field of ``config_class`` that has one: :data:`FIELD_RANGES` updated by the
+    class's own ``FIELD_RANGES``."""
+    return {**FIELD_RANGES, **getattr(config_class, "FIELD_RANGES", {})}
+
+
 def validate_fields(config: Any, skip: Iterable[str] = ()) -> None:
     """Check every dataclass field of ``config`` against its type annotation and its declared range (see the
     module docstring); raises :class:`ConfigValidationError` for the first field that breaks a rule."""
-    ranges = {**FIELD_RANGES, **getattr(type(config), "FIELD_RANGES", {})}
+    ranges = field_ranges(type(config))
     skipped = set(skip)
     for field in dataclasses.fields(config):
         if field.name in skipped or not hasattr(config, field.name):

@@ -34,6 +34,7 @@ class NNLMConfig(PresetMixin, PreTrainedConfig):
         # MLPs (n = 5 so 4 context words, m = 30, h = 100) with the direct connections.
         "bengio-2003": dict(context_size=4, embedding_size=30, hidden_size=100, direct_connections=True),
     }
+    FIELD_RANGES = {"context_size": "positive"}  # with config_utils.FIELD_RANGES, the shared ones
 
     vocab_size: int = 10000
     context_size: int = 4

@@ -59,6 +59,8 @@ class TextCNNConfig(PresetMixin, PreTrainedConfig):
             classifier_dropout=0.5, classifier_max_norm=3.0,
         ),
     }
+    # with config_utils.FIELD_RANGES, the shared ones
+    FIELD_RANGES = dict.fromkeys(("num_filters", "filter_sizes", "classifier_max_norm"), "positive")
 
     vocab_size: int = 10000
     embedding_size: int = 300

@@ -158,6 +158,9 @@ class NNLMForCausalLM(NNLMPreTrainedModel, StatefulGenerationMixin):
     transformers adds the ``nnlm.`` prefix to the keys of the body.
     """
 
+    #: the decoding graphs ``hf_seqmodels.export`` writes for it (a builder of ``export/step_graphs.py``)
+    export_graphs = "recurrent_lm"
+
     def __init__(self, config: NNLMConfig):
         super().__init__(config)
         n_inputs = config.context_size * config.embedding_size

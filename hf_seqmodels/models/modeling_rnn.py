@@ -228,6 +228,8 @@ class RNNForCausalLM(RNNPreTrainedModel, StatefulGenerationMixin):
     """
 
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
+    #: the decoding graphs ``hf_seqmodels.export`` writes for it (a builder of ``export/step_graphs.py``)
+    export_graphs = "recurrent_lm"
 
     def __init__(self, config: RNNConfig):
         if config.bidirectional:

@@ -404,6 +404,8 @@ class RNNSeq2SeqForConditionalGeneration(SourceVocabularyMixin, RNNSeq2SeqPreTra
     """
 
     _tied_weights_keys = {"lm_head.weight": "model.decoder.embed_tokens.weight"}
+    #: the decoding graphs ``hf_seqmodels.export`` writes for it (a builder of ``export/step_graphs.py``)
+    export_graphs = "rnn_seq2seq"
 
     def __init__(self, config: RNNSeq2SeqConfig):
         super().__init__(config)

@@ -432,6 +432,8 @@ class TransformerForConditionalGeneration(SourceVocabularyMixin, TransformerPreT
     ``resize_source_token_embeddings`` the source side)."""
 
     _tied_weights_keys = {"lm_head.weight": "model.decoder.embeddings.embed_tokens.weight"}
+    #: the decoding graphs ``hf_seqmodels.export`` writes for it (a builder of ``export/step_graphs.py``)
+    export_graphs = "transformer_seq2seq"
 
     def __init__(self, config: TransformerConfig):
         super().__init__(config)
@@ -581,6 +583,8 @@ class TransformerForCausalLM(TransformerPreTrainedModel, GenerationMixin):
     config: TransformerLMConfig
     _no_split_modules = ["TransformerDecoderLayer"]  # no encoder: FSDP's layer wrapping must find every name
     _tied_weights_keys = {"lm_head.weight": "model.embeddings.embed_tokens.weight"}
+    #: the decoding graphs ``hf_seqmodels.export`` writes for it (a builder of ``export/step_graphs.py``)
+    export_graphs = "transformer_lm"
 
     def __init__(self, config: TransformerLMConfig):
         super().__init__(config)

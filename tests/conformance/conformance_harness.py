@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 from known_gaps import KNOWN_GAPS
+from model_inputs import model_inputs
 
 import hf_seqmodels  # noqa: F401  (registers the families)
 from hf_seqmodels.families import Family
@@ -60,7 +61,7 @@ class HeadCase:
         return self.model_class(config if config is not None else self.config(**overrides)).eval()
 
     def inputs(self, config, batch_size: int = 2, seq_length: int = 7, seed: int = 0, labels: bool = True):
-        return self.family.inputs(config, self.model_class, batch_size, seq_length, seed, labels)
+        return model_inputs(self.family, config, self.model_class, batch_size, seq_length, seed, labels)
 
 
 ALL_CASES = [HeadCase(family, auto_class, model_class) for family in FAMILY_DESCRIPTIONS

@@ -9,7 +9,7 @@ import torch
 from conformance_harness import ALL_CASES, HeadCase, cases
 from transformers.cache_utils import Cache
 
-from hf_seqmodels.families import FIRST_REGULAR_ID
+from hf_seqmodels.example_inputs import FIRST_REGULAR_ID
 from hf_seqmodels.models.cache_naming import cache_field, output_cache
 
 NEW = 4

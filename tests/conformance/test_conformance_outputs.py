@@ -9,7 +9,7 @@ import pytest
 import torch
 from conformance_harness import HeadCase, assert_outputs_close, cases, main_output
 
-from hf_seqmodels.families import FIRST_REGULAR_ID
+from hf_seqmodels.example_inputs import FIRST_REGULAR_ID
 
 
 @pytest.mark.parametrize("case", cases("forward_signature"))

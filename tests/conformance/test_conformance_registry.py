@@ -9,8 +9,10 @@ import pytest
 import torch
 from conformance_harness import ALL_CASES
 from known_gaps import KNOWN_GAPS
+from model_inputs import model_inputs
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
+import hf_seqmodels
 from hf_seqmodels import models
 from hf_seqmodels.registry import FAMILIES, FAMILY_DESCRIPTIONS, auto_map_for, family_of
 
@@ -22,6 +24,17 @@ def test_every_model_class_of_the_package_is_described_in_the_registry():
     concrete = {cls for cls in exported if isinstance(cls, type) and issubclass(cls, PreTrainedModel)
                 and not cls.__name__.endswith("PreTrainedModel")}
     assert concrete - described == set(), "model classes missing from hf_seqmodels/registry.py"
+
+
+def test_the_package_and_its_models_folder_export_every_class_of_the_registry():
+    """``hf_seqmodels`` and ``hf_seqmodels.models`` (the code copied to the Hub) name the families' classes in
+    their imports and ``__all__`` (type checkers and the API reference read them statically): every class of the
+    registry is there, under its own name."""
+    registered = {cls for family in FAMILY_DESCRIPTIONS for cls in (family.config_class, *family.heads.values())}
+    for package in (hf_seqmodels, models):
+        exported = {getattr(package, name, None) for name in package.__all__}
+        missing = sorted(cls.__name__ for cls in registered - exported)
+        assert missing == [], f"add {missing} to the imports and __all__ of {package.__file__}"
 
 
 def test_families_view_and_auto_map_come_from_the_descriptions():
@@ -53,7 +66,7 @@ def test_inputs_for_a_class_of_another_family_are_refused():
     rnn = next(f for f in FAMILY_DESCRIPTIONS if f.name == "rnn")
     bert = next(f for f in FAMILY_DESCRIPTIONS if f.name == "bert")
     with pytest.raises(ValueError, match="is not a head of the rnn family"):
-        rnn.inputs(rnn.tiny_config(), bert.heads[AutoModelForCausalLM] if AutoModelForCausalLM in bert.heads
+        model_inputs(rnn, rnn.tiny_config(), bert.heads[AutoModelForCausalLM] if AutoModelForCausalLM in bert.heads
                    else next(iter(bert.heads.values())))
 
 

@@ -79,7 +79,7 @@ def engine_card_arguments(args: EngineArguments, num_processes: int = 1) -> dict
 def write_run_model_card(output_dir: str, model, tokenizer, results: dict[str, Any], hyper_parameters: dict[str, Any],
                          training_data: str | None = None, **card_kwargs) -> None:
     """The model card of a training run: results, hyper-parameters, data and loss curve."""
-    from ...hub import summarize_results, write_model_card
+    from ...cards import summarize_results, write_model_card
 
     write_model_card(output_dir, model, tokenizer, summarize_results(results), training_args=hyper_parameters,
                      training_data=training_data or "Not recorded.", **card_kwargs)

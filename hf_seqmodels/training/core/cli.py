@@ -24,7 +24,7 @@ from accelerate import Accelerator
 from accelerate.logging import get_logger
 from transformers import HfArgumentParser
 
-from ...hub import SOURCE_TOKENIZER_FOLDER
+from ...cards import SOURCE_TOKENIZER_FOLDER
 from ...tokenization import TOKENIZER_KINDS
 from .arguments import EngineArguments
 from .launch import make_accelerator

@@ -18,7 +18,7 @@ from typing import Any
 from accelerate import Accelerator
 from accelerate.logging import get_logger
 
-from ...hub import SOURCE_TOKENIZER_FOLDER
+from ...cards import SOURCE_TOKENIZER_FOLDER
 from ...tokenization import TOKENIZER_KINDS, TextFile, train_on_main_process
 
 logger = get_logger(__name__)

@@ -34,7 +34,7 @@ from accelerate.logging import get_logger
 from accelerate.utils import set_seed
 from transformers import AutoTokenizer
 
-from ...hub import write_model_card
+from ...cards import write_model_card
 from ...registry import families_with_head
 from ..core.arguments import EngineArguments
 from ..core.cards import engine_card_arguments

@@ -28,7 +28,7 @@ from accelerate import Accelerator
 from accelerate.utils import gather_object
 from tqdm.auto import tqdm
 
-from ...hub import SOURCE_TOKENIZER_FOLDER
+from ...cards import SOURCE_TOKENIZER_FOLDER
 from ...models.config_utils import invalid
 from ...models.cross_entropy import summed_cross_entropy
 from ..core.arguments import EngineArguments

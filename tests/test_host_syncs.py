@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from model_inputs import model_inputs
 from test_training_bert import text_corpus
 from test_training_lm import CORPUS, char_tokenizer, engine_args, tiny_lstm, tiny_transformer_lm
 
@@ -208,7 +209,7 @@ def test_models_give_the_same_results_when_the_caller_vouches_for_the_inputs(fam
     for head in family.heads.values():
         torch.manual_seed(0)
         model = head(config).eval()
-        inputs = family.inputs(config, head)
+        inputs = model_inputs(family, config, head)
         if padded and inputs["attention_mask"].dim() == 2:
             inputs["attention_mask"][1:, -1] = 0  # the second row one token shorter
         results = []

@@ -132,7 +132,12 @@ class EngineArguments:
         f"experiment trackers: none, all, or a comma-separated list of {', '.join(TRACKERS)}"))
     dataloader_num_workers: int = field(default=0, metadata=_help(
         "worker processes reading batches (tasks that read through a DataLoader)"))
-    torch_compile: bool = field(default=False, metadata=_help("compile the model with torch.compile (inductor)"))
+    torch_compile: bool = field(default=False, metadata=_help(
+        "compile the training step with torch.compile (fullgraph where the model allows)"))
+    torch_compile_backend: str | None = field(default=None, metadata=_help(
+        "torch.compile's backend with --torch_compile (default: inductor)"))
+    torch_compile_mode: str | None = field(default=None, metadata=_help(
+        "torch.compile's mode with --torch_compile: default, reduce-overhead, max-autotune..."))
     gradient_checkpointing: bool = field(default=False, metadata=_help(
         "recompute activations in the backward pass (Transformer, BERT, recurrent stacks)"))
     disable_tqdm: bool = field(default=False, metadata=_help("no progress bars"))

@@ -51,6 +51,7 @@ from .checkpointing import (
     save_checkpoint,
     warn_if_low_disk_space,
 )
+from .compiling import compile_model
 from .finished_run import FinishedRun
 from .launch import make_accelerator
 from .optimizers import build_optimizer, group_settings, model_width, restore_group_settings
@@ -123,8 +124,8 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
         optimizer = build_optimizer(model, args)
         self.model, self.optimizer = accelerator.prepare(model, optimizer)
         if args.torch_compile:  # here rather than accelerate's dynamo_backend, which a second Accelerator ignores
-            self.model = torch.compile(self.model)
-            logger.info("The model is compiled with torch.compile (inductor); the first updates include compiling.")
+            self.model = compile_model(model, self.model, backend=args.torch_compile_backend,
+                                       mode=args.torch_compile_mode, distributed_type=accelerator.distributed_type)
         self.scheduler = build_scheduler(
             self.optimizer, args.lr_scheduler_type, total_steps=self.total_steps,
             steps_per_epoch=self.updates_per_epoch, warmup_steps=args.steps("warmup_steps", self.total_steps),

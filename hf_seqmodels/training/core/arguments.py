@@ -10,11 +10,11 @@ new run in a folder holding another run's checkpoints; transformers 5 dropped th
 
 **Recipes.** The optimisation fields a paper fixes (``optim``, ``learning_rate``, ``lr_scheduler_type``,
 ``warmup_steps``, ``weight_decay``, the Adam constants, ``max_grad_norm``, ``num_train_epochs``,
-``max_steps``, the batch size, the task's window length and ``bf16``) default to ``None``:
+``max_steps``, the batch size, the task's window length, ``bf16`` and ``torch_compile``) default to ``None``:
 :meth:`EngineArguments.with_recipe` fills them from the preset's training recipe
 (:func:`hf_seqmodels.registry.training_recipe`), then from transformers' defaults. A flag given on the command
 line always wins. A recipe's ``bf16`` applies only on a device that runs bf16 faster than fp32 (a GPU with bf16, a
-CPU with AVX512-BF16 or AMX; :mod:`.precision`). A recipe's learning rate, schedule and optimizer constants belong
+CPU with AVX512-BF16 or AMX; :mod:`.precision`), its ``torch_compile`` on a GPU only. A recipe's learning rate, schedule and optimizer constants belong
 to its optimizer: with another ``--optim`` they are not taken, and the
 optimizer's own defaults apply (SGD's learning rate of 1.0 never reaches AdamW).
 """
@@ -30,7 +30,7 @@ from typing import Any
 from accelerate.utils import LoggerType
 
 from ...models.config_utils import invalid
-from .precision import recipe_bf16_applies
+from .precision import recipe_bf16_applies, recipe_compile_applies
 from .schedules import SCHEDULE_KWARGS, SCHEDULES
 
 OPTIMIZERS = ("sgd", "adamw_torch", "adamw_torch_fused")
@@ -40,7 +40,7 @@ STRATEGIES = ("no", "steps", "epoch")
 FALLBACKS: dict[str, Any] = {
     "optim": "adamw_torch", "lr_scheduler_type": "linear", "warmup_steps": 0, "weight_decay": 0.0,
     "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_epsilon": 1e-8, "max_grad_norm": 1.0, "num_train_epochs": 3.0,
-    "gradient_accumulation_steps": 1, "max_steps": -1, "bf16": False,
+    "gradient_accumulation_steps": 1, "max_steps": -1, "bf16": False, "torch_compile": False,
 }
 #: learning rate by optimizer when neither the command line nor a recipe for that optimizer gives one
 DEFAULT_LEARNING_RATES = {"sgd": 1.0, "adamw_torch": 1e-3, "adamw_torch_fused": 1e-3}
@@ -132,8 +132,9 @@ class EngineArguments:
         f"experiment trackers: none, all, or a comma-separated list of {', '.join(TRACKERS)}"))
     dataloader_num_workers: int = field(default=0, metadata=_help(
         "worker processes reading batches (tasks that read through a DataLoader)"))
-    torch_compile: bool = field(default=False, metadata=_help(
-        "compile the training step with torch.compile (fullgraph where the model allows)"))
+    torch_compile: bool | None = field(default=None, metadata={**_help(
+        "compile the training step with torch.compile, in one graph where the model allows (default: recipe on a "
+        "GPU, False)"), "nargs": "?", "const": True})
     torch_compile_backend: str | None = field(default=None, metadata=_help(
         "torch.compile's backend with --torch_compile (default: inductor)"))
     torch_compile_mode: str | None = field(default=None, metadata=_help(
@@ -320,6 +321,8 @@ class EngineArguments:
                     filled[name] = value
         if filled.get("bf16"):  # a recipe's bf16, never an explicit --bf16: only where the device runs it faster
             filled["bf16"] = recipe_bf16_applies(self.use_cpu)
+        if filled.get("torch_compile"):  # likewise a recipe's torch_compile: only on a GPU
+            filled["torch_compile"] = recipe_compile_applies(self.use_cpu)
         return dataclasses.replace(self, **filled)
 
     def to_dict(self) -> dict[str, Any]:

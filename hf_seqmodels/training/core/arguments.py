@@ -14,8 +14,8 @@ new run in a folder holding another run's checkpoints; transformers 5 dropped th
 :meth:`EngineArguments.with_recipe` fills them from the preset's training recipe
 (:func:`hf_seqmodels.registry.training_recipe`), then from transformers' defaults. A flag given on the command
 line always wins. A recipe's ``bf16`` applies only on a device that runs bf16 faster than fp32 (a GPU with bf16, a
-CPU with AVX512-BF16 or AMX; :mod:`.precision`), its ``torch_compile`` on a GPU only. A recipe's learning rate, schedule and optimizer constants belong
-to its optimizer: with another ``--optim`` they are not taken, and the
+CPU with AVX512-BF16 or AMX; :mod:`.precision`), its ``torch_compile`` on a GPU only. A recipe's learning rate,
+schedule and optimizer constants belong to its optimizer: with another ``--optim`` they are not taken, and the
 optimizer's own defaults apply (SGD's learning rate of 1.0 never reaches AdamW).
 """
 

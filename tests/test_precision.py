@@ -157,3 +157,30 @@ def test_the_transformer_and_bert_presets_compile_on_a_gpu_and_the_recurrent_one
                          "--preset", "gpt-1"])[2].torch_compile is True
     assert lm_arguments(["--output_dir", out, "--train_file", "t.txt", "--model_family", "rnn",
                          "--preset", "zaremba-medium"])[2].torch_compile is False
+
+
+def test_tf32_is_on_for_a_gpu_unless_turned_off_and_refused_on_a_cpu(monkeypatch, caplog):
+    chosen = []
+    monkeypatch.setattr(torch, "set_float32_matmul_precision", chosen.append)
+    with caplog.at_level(logging.INFO):
+        precision.configure_tf32(None, "cuda")
+        precision.configure_tf32(True, "cuda")
+        precision.configure_tf32(False, "cuda")
+        precision.configure_tf32(None, "cpu")
+        precision.configure_tf32(False, "cpu")
+    assert chosen == ["high", "high", "highest"]  # a CPU run leaves torch's setting alone
+    assert "float32 matrix products use TF32 tensor cores (--tf32 false: full float32)" in caplog.text
+    with pytest.raises(ValueError, match="tf32"):
+        precision.configure_tf32(True, "cpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_tf32_is_what_inductor_reads_on_a_gpu():
+    """Setting TF32 through torch.backends.cuda.matmul.fp32_precision alone would make this getter raise."""
+    before = torch.get_float32_matmul_precision()
+    try:
+        precision.configure_tf32(None, "cuda")
+        assert torch.get_float32_matmul_precision() == "high"
+        assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+    finally:
+        torch.set_float32_matmul_precision(before)

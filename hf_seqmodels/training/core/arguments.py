@@ -135,6 +135,8 @@ class EngineArguments:
     torch_compile: bool | None = field(default=None, metadata={**_help(
         "compile the training step with torch.compile, in one graph where the model allows (default: recipe on a "
         "GPU, False)"), "nargs": "?", "const": True})
+    tf32: bool | None = field(default=None, metadata=_help(
+        "TF32 tensor cores for float32 matrix products on a CUDA GPU (default: True on a GPU)"))
     torch_compile_backend: str | None = field(default=None, metadata=_help(
         "torch.compile's backend with --torch_compile (default: inductor)"))
     torch_compile_mode: str | None = field(default=None, metadata=_help(

@@ -56,6 +56,7 @@ from .finished_run import FinishedRun
 from .launch import make_accelerator
 from .optimizers import build_optimizer, group_settings, model_width, restore_group_settings
 from .plotting import plot_learning_rate, plot_loss_curves, write_history
+from .precision import configure_tf32
 from .run_files import record_arguments
 from .schedules import build_scheduler
 from .sharded import ShardedModelAccess
@@ -121,6 +122,7 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
         self.total_steps = args.total_steps(self.updates_per_epoch)
         self.logging_steps, self.eval_steps, self.save_steps = (
             args.steps(name, self.total_steps) for name in ("logging_steps", "eval_steps", "save_steps"))
+        configure_tf32(args.tf32, accelerator.device.type)
         optimizer = build_optimizer(model, args)
         self.model, self.optimizer = accelerator.prepare(model, optimizer)
         if args.torch_compile:  # here rather than accelerate's dynamo_backend, which a second Accelerator ignores

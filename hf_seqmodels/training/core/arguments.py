@@ -132,6 +132,8 @@ class EngineArguments:
         f"experiment trackers: none, all, or a comma-separated list of {', '.join(TRACKERS)}"))
     dataloader_num_workers: int = field(default=0, metadata=_help(
         "worker processes reading batches (tasks that read through a DataLoader)"))
+    dataloader_pin_memory: bool = field(default=True, metadata=_help(
+        "on a CUDA GPU, pin the batches and copy them to it one update ahead, while the previous update runs"))
     torch_compile: bool | None = field(default=None, metadata={**_help(
         "compile the training step with torch.compile, in one graph where the model allows (default: recipe on a "
         "GPU, False)"), "nargs": "?", "const": True})

@@ -22,9 +22,11 @@ model cards are :mod:`.cards`'.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,7 @@ from .checkpointing import (
     warn_if_low_disk_space,
 )
 from .compiling import compile_model
+from .device_batches import move_batch, pins_memory, prefetched
 from .finished_run import FinishedRun
 from .launch import make_accelerator
 from .optimizers import build_optimizer, group_settings, model_width, restore_group_settings
@@ -375,15 +378,28 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
         return self.state.global_step >= self.total_steps
 
     # ---- the loop
+    def update_batches(self) -> Iterator[tuple[range, list]]:
+        """``(indices, batches)`` of each update from the current position to the end of the epoch. On a CUDA
+        device with ``--dataloader_pin_memory`` the batches are pinned and copied to it, one update ahead where
+        the batches object allows (:mod:`.device_batches`); on a CPU they are made when due and moved by the task."""
+        step, epoch, device = self.args.gradient_accumulation_steps, self.state.epoch, self.accelerator.device
+        updates = ((indices, [self.batches.batch(index, epoch) for index in indices])
+                   for indices in (range(start, min(start + step, len(self.batches)))
+                                   for start in range(self.state.window, len(self.batches), step)))
+        if not pins_memory(self.args.dataloader_pin_memory, device):
+            return updates
+        move = functools.partial(move_batch, device=device)
+        if not getattr(self.batches, "reads_ahead", True):
+            return ((indices, move(batches)) for indices, batches in updates)
+        return prefetched(updates, lambda update: (update[0], move(update[1])), device)
+
     def train_epoch(self, progress, started: float) -> bool:
         """Train from the current position to the end of the epoch; returns True if the run must stop early."""
         self.model.train()
-        step = self.args.gradient_accumulation_steps
-        for start in range(self.state.window, len(self.batches), step):
+        for indices, batches in self.update_batches():
             if self.stop_signal():
                 return True
-            indices = range(start, min(start + step, len(self.batches)))
-            loss = self.train_step([self.batches.batch(index, self.state.epoch) for index in indices])
+            loss = self.train_step(batches)
             self.state.global_step += 1
             self.state.window = indices[-1] + 1
             read = self._record_loss(loss)

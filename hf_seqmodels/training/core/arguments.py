@@ -134,6 +134,9 @@ class EngineArguments:
         "worker processes reading batches (tasks that read through a DataLoader)"))
     dataloader_pin_memory: bool = field(default=True, metadata=_help(
         "on a CUDA GPU, pin the batches and copy them to it one update ahead, while the previous update runs"))
+    pad_to_multiple_of: int | None = field(default=None, metadata=_help(
+        "round the padded length of batches of varying length (translation, BERT, fine-tuning) up to a multiple of "
+        "this; 1: no rounding (default: 8 on a GPU, 1 on a CPU)"))
     torch_compile: bool | None = field(default=None, metadata={**_help(
         "compile the training step with torch.compile, in one graph where the model allows (default: recipe on a "
         "GPU, False)"), "nargs": "?", "const": True})
@@ -162,7 +165,7 @@ class EngineArguments:
     def check(self) -> None:
         """Raise a ValueError naming the first field whose value is not allowed (unset fields pass)."""
         positive_ints = ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps",
-                         "generation_max_length")
+                         "generation_max_length", "pad_to_multiple_of")
         for name in positive_ints:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):

@@ -9,6 +9,9 @@ hide, and pinning would only cost (the tasks' ``compute_loss`` moves their batch
 
 A task whose batches object says ``reads_ahead = False`` (a stream whose read position a checkpoint records) is
 not read ahead: its batches are pinned and copied when they are due.
+
+Where batches vary in length (translation pairs, BERT's pairs of segments, fine-tuning), their padded length is
+rounded up to a multiple of 8 on a GPU (:func:`padding_multiple`); the padding is masked, so losses are unchanged.
 """
 
 from __future__ import annotations
@@ -25,6 +28,15 @@ T = TypeVar("T")
 def pins_memory(dataloader_pin_memory: bool, device: torch.device) -> bool:
     """Whether the run's batches are pinned and copied ahead: ``--dataloader_pin_memory`` on a CUDA device."""
     return dataloader_pin_memory and device.type == "cuda"
+
+
+def padding_multiple(pad_to_multiple_of: int | None, device: torch.device) -> int | None:
+    """What the tasks round their padded lengths up to a multiple of (None: nothing): ``--pad_to_multiple_of``,
+    by default 8 on a CUDA device, where tensor cores take dimensions in multiples of 8 and a compiled step meets
+    fewer shapes (so it recompiles less), and nothing on a CPU, where padding only adds work."""
+    if pad_to_multiple_of is None:
+        pad_to_multiple_of = 8 if device.type == "cuda" else 1
+    return pad_to_multiple_of if pad_to_multiple_of > 1 else None
 
 
 def move_batch(batch: Any, device: torch.device) -> Any:
@@ -89,4 +101,4 @@ def prefetched(items: Iterable[T], move: Callable[[T], T], device: torch.device 
     yield ready(ahead)
 
 
-__all__ = ["move_batch", "pins_memory", "prefetched", "tensors_of"]
+__all__ = ["move_batch", "padding_multiple", "pins_memory", "prefetched", "tensors_of"]

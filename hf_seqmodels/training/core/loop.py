@@ -54,7 +54,7 @@ from .checkpointing import (
     warn_if_low_disk_space,
 )
 from .compiling import compile_model
-from .device_batches import move_batch, pins_memory, prefetched
+from .device_batches import move_batch, padding_multiple, pins_memory, prefetched
 from .finished_run import FinishedRun
 from .launch import make_accelerator
 from .optimizers import build_optimizer, group_settings, model_width, restore_group_settings
@@ -120,6 +120,8 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
             # transformers 5 renamed gradient_checkpointing_enable (now deprecated) to activation_checkpointing_enable
             enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
             enable()
+        #: what the tasks round the padded length of their batches up to a multiple of (None: nothing)
+        self.pad_to_multiple_of = padding_multiple(args.pad_to_multiple_of, accelerator.device)
         self.batches = self.build_batches(model)
         self.updates_per_epoch = math.ceil(len(self.batches) / args.gradient_accumulation_steps)
         self.total_steps = args.total_steps(self.updates_per_epoch)

@@ -74,3 +74,26 @@ def test_every_family_compiled_gives_the_eager_loss_and_gradients(name):
     assert grads.keys() == eager_grads.keys()
     for n, grad in grads.items():
         torch.testing.assert_close(grad, eager_grads[n], msg=lambda m, n=n: f"{n}: {m}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(ONE_GRAPH))
+def test_batches_of_varying_shapes_compile_at_most_twice(name):
+    """The first batch compiles for its shapes; the second, of other shapes, once more with them dynamic; then the
+    graph serves every batch (translation batches vary in rows and lengths, BERT's in masked positions too)."""
+    family = registry.family_named(name)
+    config = family.tiny_config()
+    head = main_head(family, ONE_GRAPH[name])
+    model = head(config).train()
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    with torch._dynamo.config.patch(**DYNAMO_CONFIG):
+        compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+        for batch_size, length in ((2, 8), (3, 16), (5, 11)):
+            inputs = family.inputs(config, head, batch_size=batch_size, seq_length=length)
+            inputs["attention_mask"][0, -3:] = 0
+            if family.task_of(head) == "AutoModelForPreTraining":
+                inputs["masked_positions_only"] = True
+            compiled(**inputs).loss.backward()
+    assert counters["stats"]["unique_graphs"] == 2

@@ -6,7 +6,7 @@ command written for transformers' example scripts reads the same here. Only what
 a field: a flag that would be silently ignored does not exist. The package's own additions are few and
 named for what they do: ``max_time_minutes`` (a clean stop on a time cap), ``overwrite_output_dir`` (a
 new run in a folder holding another run's checkpoints; transformers 5 dropped the flag), ``plot``,
-``debug`` (tracebacks for command-line errors).
+``debug`` (tracebacks for command-line errors), ``pad_to_multiple_of`` (transformers' collators' name).
 
 **Recipes.** The optimisation fields a paper fixes (``optim``, ``learning_rate``, ``lr_scheduler_type``,
 ``warmup_steps``, ``weight_decay``, the Adam constants, ``max_grad_norm``, ``num_train_epochs``,

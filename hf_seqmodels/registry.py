@@ -261,7 +261,8 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         capabilities=Capabilities(is_encoder_decoder=True, static_cache=True, inputs_embeds=True, sdpa=True,
                                   tied_embeddings=True),
         recipe=_VASWANI,
-        preset_recipes={"tiny": _TINY, "transformer-base": _GPU_FAST, "transformer-big": dict(max_steps=300_000, **_GPU_FAST),
+        preset_recipes={"tiny": _TINY, "transformer-base": _GPU_FAST,
+                        "transformer-big": dict(max_steps=300_000, **_GPU_FAST),
                         "transformer-multi30k": _TRANSFORMER_MULTI30K},
     ),
     Family(
@@ -295,8 +296,8 @@ FAMILY_DESCRIPTIONS: tuple[Family, ...] = (
         common_properties=("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"),
         capabilities=Capabilities(static_cache=True, inputs_embeds=True, sdpa=True, tied_embeddings=True),
         recipe=_BERT_PRETRAINING,
-        preset_recipes={"tiny": _TINY, **{f"bert-{size}": _GPU_FAST for size in ("tiny", "mini", "small", "medium", "base",
-                                                                             "large")}},
+        preset_recipes={"tiny": _TINY, **{f"bert-{size}": _GPU_FAST
+                                          for size in ("tiny", "mini", "small", "medium", "base", "large")}},
         task_recipes={  # GLUE and CoNLL: 2e-5 of {5e-5, 3e-5, 2e-5}, batch 32; SQuAD v1.1: 5e-5; SWAG: 2e-5, 16
             "AutoModelForSequenceClassification": _bert_finetuning(2e-5, 32),
             "AutoModelForTokenClassification": _bert_finetuning(2e-5, 32),

@@ -331,3 +331,36 @@ def test_overwrite_cache_tokenises_again_instead_of_reading_the_cache_files(bert
     assert rewritten.keys() == first.keys() and all(rewritten[name] > first[name] for name in first)
     assert parse_arguments(["--train_file", str(DATA / "sst2_tiny.tsv"), "--preset", "tiny", "--output_dir",
                             str(tmp_path / "o"), "--overwrite_cache"])[1].overwrite_cache
+
+
+def test_pad_to_multiple_of_rounds_the_training_batches_and_keeps_the_loss(bert_folder, tmp_path, monkeypatch):
+    """--pad_to_multiple_of (8 by default on a GPU) reaches transformers' collators through the training batches;
+    the padding is masked, so the first update's loss is the unrounded one."""
+    from transformers import AutoTokenizer
+
+    from hf_seqmodels.training.finetune.trainer import FeatureBatches
+
+    shapes, make = [], FeatureBatches.batch
+
+    def batch(self, index, epoch=0):
+        made = make(self, index, epoch)
+        shapes.append(tuple(made["input_ids"].shape))
+        return made
+
+    monkeypatch.setattr(FeatureBatches, "batch", batch)
+    folder = tmp_path / "no-dropout"  # dropout draws as many numbers as the batch has positions
+    BertForPreTraining.from_pretrained(bert_folder, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                       ).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(bert_folder).save_pretrained(folder)
+    args = ["--task", "token-classification", "--model_name_or_path", str(folder), "--train_file",
+            str(DATA / "conll_tiny.txt"), "--max_seq_length", "48", "--max_steps", "2", "--eval_strategy", "no"]
+    losses = {}
+    for multiple in ("1", "32"):
+        shapes.clear()
+        out = tmp_path / multiple
+        main([*args, *common_args(out, "--pad_to_multiple_of", multiple, "--logging_steps", "1")])
+        history = json.loads((out / "training_history.json").read_text())
+        losses[multiple] = [record["train_loss"] for record in history if "train_loss" in record]
+        lengths = {length for _, length in shapes}
+        assert all(length % 32 == 0 for length in lengths) == (multiple == "32"), lengths
+    assert losses["32"] == pytest.approx(losses["1"], rel=1e-4)

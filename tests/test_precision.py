@@ -115,3 +115,72 @@ def test_the_seq2seq_and_bert_presets_follow_the_cpu_too(cpu, tmp_path, monkeypa
 def test_without_proc_cpuinfo_a_cpu_is_taken_to_be_slow(monkeypatch, tmp_path):
     monkeypatch.setattr(precision.sys, "platform", "darwin")
     assert precision.bf16_is_fast("cpu")[0] is False
+
+
+@pytest.fixture
+def preset_compile(tmp_path, monkeypatch):
+    """``preset_compile(*flags)``: ``torch_compile`` of the Transformer LM's nanogpt-cpu preset (a recipe with
+    torch_compile=True) as the LM script resolves it, with ``flags`` on the command line."""
+    (tmp_path / "t.txt").write_text("a b\n")
+    monkeypatch.chdir(tmp_path)
+    base = ["--output_dir", str(tmp_path / "out"), "--train_file", "t.txt", "--model_family", "transformer_lm",
+            "--preset", "nanogpt-cpu"]
+    return lambda *flags: lm_arguments([*base, *flags])[2].torch_compile
+
+
+def compile_off_lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "The recipe's torch_compile is off" in r.getMessage()]
+
+
+def test_a_recipe_compiles_on_a_gpu_only_and_an_explicit_torch_compile_anywhere(gpu, cpu, preset_compile, caplog):
+    gpu(True)
+    assert preset_compile() is True
+    assert preset_compile("--torch_compile", "false") is False
+    cpu(f"{PLAIN} amx_bf16 amx_tile")  # even a CPU that runs the recipe's bf16
+    with caplog.at_level(logging.INFO):
+        assert preset_compile() is False
+        assert preset_compile("--torch_compile") is True  # a bare flag means True
+    assert compile_off_lines(caplog) == ["The recipe's torch_compile is off: on a CPU compiling costs more time than "
+                                         "it saves; pass --torch_compile true to force it."]
+
+
+def test_the_transformer_and_bert_presets_compile_on_a_gpu_and_the_recurrent_ones_do_not(gpu, tmp_path, monkeypatch):
+    (tmp_path / "t.txt").write_text("a b\n")
+    (tmp_path / "t.tsv").write_text("a b\tc d\n")
+    monkeypatch.chdir(tmp_path)
+    out = str(tmp_path / "out")
+    gpu(True)
+    assert seq2seq_arguments(["--output_dir", out, "--train_file", "t.tsv", "--model_family", "transformer",
+                              "--preset", "transformer-base"])[2].torch_compile is True
+    assert bert_arguments(["--output_dir", out, "--train_file", "t.txt", "--preset", "bert-mini"])[2].torch_compile
+    assert lm_arguments(["--output_dir", out, "--train_file", "t.txt", "--model_family", "transformer_lm",
+                         "--preset", "gpt-1"])[2].torch_compile is True
+    assert lm_arguments(["--output_dir", out, "--train_file", "t.txt", "--model_family", "rnn",
+                         "--preset", "zaremba-medium"])[2].torch_compile is False
+
+
+def test_tf32_is_on_for_a_gpu_unless_turned_off_and_refused_on_a_cpu(monkeypatch, caplog):
+    chosen = []
+    monkeypatch.setattr(torch, "set_float32_matmul_precision", chosen.append)
+    with caplog.at_level(logging.INFO):
+        precision.configure_tf32(None, "cuda")
+        precision.configure_tf32(True, "cuda")
+        precision.configure_tf32(False, "cuda")
+        precision.configure_tf32(None, "cpu")
+        precision.configure_tf32(False, "cpu")
+    assert chosen == ["high", "high", "highest"]  # a CPU run leaves torch's setting alone
+    assert "float32 matrix products use TF32 tensor cores (--tf32 false: full float32)" in caplog.text
+    with pytest.raises(ValueError, match="tf32"):
+        precision.configure_tf32(True, "cpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_tf32_is_what_inductor_reads_on_a_gpu():
+    """Setting TF32 through torch.backends.cuda.matmul.fp32_precision alone would make this getter raise."""
+    before = torch.get_float32_matmul_precision()
+    try:
+        precision.configure_tf32(None, "cuda")
+        assert torch.get_float32_matmul_precision() == "high"
+        assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+    finally:
+        torch.set_float32_matmul_precision(before)

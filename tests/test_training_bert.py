@@ -164,6 +164,26 @@ def test_pretraining_lowers_the_loss_and_resumes_exactly(tokenizer, tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_a_compiled_pretraining_step_is_one_graph_and_trains_like_eager(tokenizer, tmp_path, caplog):
+    """The masked-LM loss at the masked positions only (a row count read from the labels) stays inside the one
+    graph the step compiles to; aot_eager captures the graphs inductor would compile, without its codegen."""
+    caplog.set_level(logging.INFO, logger="hf_seqmodels")
+    documents = tokenize_documents(split_documents(text_corpus(30, seed=5)), tokenizer)
+    examples = create_pretraining_examples(documents, SpecialIds.of(tokenizer), max_seq_length=32, seed=0)
+    train, held_out = examples[: len(examples) - 16], examples[-16:]
+    results = {}
+    for name, compiled in (("eager", {}), ("compiled", {"torch_compile": True, "torch_compile_backend": "aot_eager"})):
+        torch.manual_seed(0)
+        config = BertConfig.from_preset("tiny", vocab_size=len(tokenizer), max_position_embeddings=32,
+                                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        results[name] = pretrain_bert(BertForPreTraining(config), tokenizer, train, held_out, BertPretrainingArguments(
+            output_dir=str(tmp_path / name), max_steps=3, per_device_train_batch_size=8, optim="adamw_torch",
+            learning_rate=3e-3, plot=False, disable_tqdm=True, use_cpu=True, save_strategy="no", **compiled))
+    assert results["compiled"]["train_loss"] == pytest.approx(results["eager"]["train_loss"], rel=1e-5)
+    assert results["compiled"]["eval_loss"] == pytest.approx(results["eager"]["eval_loss"], rel=1e-5)
+    assert "aot_eager, one graph" in caplog.text
+
+
 def test_pretrain_bert_command_trains_a_tokenizer_and_writes_a_loadable_model(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(text_corpus(40, seed=7))

@@ -547,5 +547,22 @@ def test_torch_compile_trains_like_eager(tokenizer, corpus_ids, tmp_path, caplog
                                engine_args(tmp_path / "compiled", max_steps=3, use_cpu=True, torch_compile=True))
     assert compiled["eval_loss"] == pytest.approx(eager["eval_loss"], rel=1e-4)
     assert "compiled" in caplog.text  # the engine says so (a silently ignored option would pass the lines above)
+    assert "one graph" in caplog.text  # the Transformer compiles with fullgraph=True: a graph break would raise
     assert set(weights(tmp_path / "compiled")) == set(weights(tmp_path / "eager"))  # no "_orig_mod." prefixes
     AutoModelForCausalLM.from_pretrained(tmp_path / "compiled")
+
+
+def test_a_compiled_lstm_step_trains_like_eager_around_the_fused_recurrence(tokenizer, corpus_ids, tmp_path,
+                                                                             caplog):
+    """The recurrent families compile around the nn.LSTM call (graph breaks allowed), carrying the TBPTT state
+    from one compiled step to the next; aot_eager captures the same graphs as inductor without its codegen."""
+    caplog.set_level(logging.INFO, logger="hf_seqmodels")
+    train, held_out = corpus_ids
+    eager = train_causal_lm(tiny_lstm(len(tokenizer)), tokenizer, train, held_out,
+                            engine_args(tmp_path / "eager", max_steps=4, use_cpu=True))
+    compiled = train_causal_lm(tiny_lstm(len(tokenizer)), tokenizer, train, held_out,
+                               engine_args(tmp_path / "compiled", max_steps=4, use_cpu=True, torch_compile=True,
+                                           torch_compile_backend="aot_eager"))
+    assert compiled["train_loss"] == pytest.approx(eager["train_loss"], rel=1e-5)
+    assert compiled["eval_loss"] == pytest.approx(eager["eval_loss"], rel=1e-5)
+    assert "aot_eager, graph breaks allowed" in caplog.text

@@ -271,11 +271,14 @@ def tokenize_documents(documents: list[list[str]], tokenizer, num_proc: int | No
     return [d for d in out if d]
 
 
-def collate_examples(examples: list[dict], pad_token_id: int) -> dict[str, torch.Tensor]:
-    """Right-pad ``input_ids``/``token_type_ids``, build ``attention_mask``, stack ``next_sentence_label``."""
-    return {"input_ids": pad_right([e["input_ids"] for e in examples], pad_token_id),
-            "token_type_ids": pad_right([e["token_type_ids"] for e in examples], 0),
-            "attention_mask": pad_right([[1] * len(e["input_ids"]) for e in examples], 0),
+def collate_examples(examples: list[dict], pad_token_id: int, pad_to_multiple_of: int | None = None
+                     ) -> dict[str, torch.Tensor]:
+    """Right-pad ``input_ids``/``token_type_ids`` (to a multiple of ``pad_to_multiple_of`` when given), build
+    ``attention_mask``, stack ``next_sentence_label``."""
+    multiple = pad_to_multiple_of
+    return {"input_ids": pad_right([e["input_ids"] for e in examples], pad_token_id, multiple),
+            "token_type_ids": pad_right([e["token_type_ids"] for e in examples], 0, multiple),
+            "attention_mask": pad_right([[1] * len(e["input_ids"]) for e in examples], 0, multiple),
             "next_sentence_label": torch.tensor([e["next_sentence_label"] for e in examples], dtype=torch.long)}
 
 

@@ -59,7 +59,7 @@ class MaskedPairBatches:
 
     def __init__(self, examples: list[dict], tokenizer, vocab_size: int, *, batch_size: int, seed: int = 0,
                  mlm_probability: float = 0.15, whole_word_masking: bool = False, process_index: int = 0,
-                 num_processes: int = 1):
+                 num_processes: int = 1, pad_to_multiple_of: int | None = None):
         if len(examples) < batch_size:
             raise ValueError(f"{len(examples)} pretraining examples do not fill one batch of {batch_size}.")
         self.examples, self.tokenizer, self.vocab_size = examples, tokenizer, vocab_size
@@ -67,6 +67,7 @@ class MaskedPairBatches:
         self.batch_size, self.seed, self.mlm_probability = batch_size, seed, mlm_probability
         self.whole_word_masking = whole_word_masking
         self.process_index, self.num_processes = process_index, num_processes
+        self.pad_to_multiple_of = pad_to_multiple_of  # the padding is special: never masked
         self._order: tuple[int, torch.Tensor] | None = None
 
     def __len__(self) -> int:
@@ -80,7 +81,7 @@ class MaskedPairBatches:
 
     def masked(self, rows: list[dict], seed: int) -> dict[str, torch.Tensor]:
         """Collate ``rows`` and mask them with a generator seeded by ``seed``."""
-        batch = collate_examples(rows, self.special.pad)
+        batch = collate_examples(rows, self.special.pad, self.pad_to_multiple_of)
         starts = wordpiece_word_starts(batch["input_ids"], self.tokenizer) if self.whole_word_masking else None
         generator = torch.Generator().manual_seed(seed)
         batch["input_ids"], batch["labels"] = mask_tokens(
@@ -159,7 +160,8 @@ class BertPretrainingLoop(TrainingLoop):
         return MaskedPairBatches(self.train_examples, self.tokenizer, model.config.vocab_size,
                                  batch_size=args.per_device_train_batch_size * acc.num_processes, seed=args.seed,
                                  mlm_probability=args.mlm_probability, whole_word_masking=args.whole_word_masking,
-                                 process_index=acc.process_index, num_processes=acc.num_processes)
+                                 process_index=acc.process_index, num_processes=acc.num_processes,
+                                 pad_to_multiple_of=self.pad_to_multiple_of)
 
     def compute_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, int]:
         num_masked, num_pairs = batch.pop("num_masked"), batch.pop("num_pairs")

@@ -6,16 +6,16 @@ command written for transformers' example scripts reads the same here. Only what
 a field: a flag that would be silently ignored does not exist. The package's own additions are few and
 named for what they do: ``max_time_minutes`` (a clean stop on a time cap), ``overwrite_output_dir`` (a
 new run in a folder holding another run's checkpoints; transformers 5 dropped the flag), ``plot``,
-``debug`` (tracebacks for command-line errors).
+``debug`` (tracebacks for command-line errors), ``pad_to_multiple_of`` (transformers' collators' name).
 
 **Recipes.** The optimisation fields a paper fixes (``optim``, ``learning_rate``, ``lr_scheduler_type``,
 ``warmup_steps``, ``weight_decay``, the Adam constants, ``max_grad_norm``, ``num_train_epochs``,
-``max_steps``, the batch size, the task's window length and ``bf16``) default to ``None``:
+``max_steps``, the batch size, the task's window length, ``bf16`` and ``torch_compile``) default to ``None``:
 :meth:`EngineArguments.with_recipe` fills them from the preset's training recipe
 (:func:`hf_seqmodels.registry.training_recipe`), then from transformers' defaults. A flag given on the command
 line always wins. A recipe's ``bf16`` applies only on a device that runs bf16 faster than fp32 (a GPU with bf16, a
-CPU with AVX512-BF16 or AMX; :mod:`.precision`). A recipe's learning rate, schedule and optimizer constants belong
-to its optimizer: with another ``--optim`` they are not taken, and the
+CPU with AVX512-BF16 or AMX; :mod:`.precision`), its ``torch_compile`` on a GPU only. A recipe's learning rate,
+schedule and optimizer constants belong to its optimizer: with another ``--optim`` they are not taken, and the
 optimizer's own defaults apply (SGD's learning rate of 1.0 never reaches AdamW). The names a recipe may use are
 :mod:`hf_seqmodels.recipes`'s; one that no task knows is an error naming it. A run fills its arguments once, where
 it starts; the training loop refuses arguments left unfilled.
@@ -43,7 +43,7 @@ from ...recipes import (
     TASK_KEYS,
     schedule_options,
 )
-from .precision import recipe_bf16_applies
+from .precision import recipe_bf16_applies, recipe_compile_applies
 
 STRATEGIES = ("no", "steps", "epoch")
 #: what a field is when neither the command line nor the recipe sets it (transformers' defaults, except the
@@ -51,7 +51,7 @@ STRATEGIES = ("no", "steps", "epoch")
 FALLBACKS: dict[str, Any] = {
     "optim": "adamw_torch", "lr_scheduler_type": "linear", "warmup_steps": 0, "weight_decay": 0.0,
     "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_epsilon": 1e-8, "max_grad_norm": 1.0, "num_train_epochs": 3.0,
-    "gradient_accumulation_steps": 1, "max_steps": -1, "bf16": False,
+    "gradient_accumulation_steps": 1, "max_steps": -1, "bf16": False, "torch_compile": False,
 }
 TRACKERS = tuple(t.value for t in LoggerType)  # accelerate's: tensorboard, wandb, mlflow, ... and "all"
 
@@ -138,7 +138,20 @@ class EngineArguments:
         f"experiment trackers: none, all, or a comma-separated list of {', '.join(TRACKERS)}"))
     dataloader_num_workers: int = field(default=0, metadata=_help(
         "worker processes reading batches (tasks that read through a DataLoader)"))
-    torch_compile: bool = field(default=False, metadata=_help("compile the model with torch.compile (inductor)"))
+    dataloader_pin_memory: bool = field(default=True, metadata=_help(
+        "on a CUDA GPU, pin the batches and copy them to it one update ahead, while the previous update runs"))
+    pad_to_multiple_of: int | None = field(default=None, metadata=_help(
+        "round the padded length of batches of varying length (translation, BERT, fine-tuning) up to a multiple of "
+        "this; 1: no rounding (default: 8 on a GPU, 1 on a CPU)"))
+    torch_compile: bool | None = field(default=None, metadata={**_help(
+        "compile the training step with torch.compile, in one graph where the model allows (default: recipe on a "
+        "GPU, False)"), "nargs": "?", "const": True})
+    tf32: bool | None = field(default=None, metadata=_help(
+        "TF32 tensor cores for float32 matrix products on a CUDA GPU (default: True on a GPU)"))
+    torch_compile_backend: str | None = field(default=None, metadata=_help(
+        "torch.compile's backend with --torch_compile (default: inductor)"))
+    torch_compile_mode: str | None = field(default=None, metadata=_help(
+        "torch.compile's mode with --torch_compile: default, reduce-overhead, max-autotune..."))
     gradient_checkpointing: bool = field(default=False, metadata=_help(
         "recompute activations in the backward pass (Transformer, BERT, recurrent stacks)"))
     disable_tqdm: bool = field(default=False, metadata=_help("no progress bars"))
@@ -158,7 +171,7 @@ class EngineArguments:
     def check(self) -> None:
         """Raise a ValueError naming the first field whose value is not allowed (unset fields pass)."""
         positive_ints = ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps",
-                         "generation_max_length")
+                         "generation_max_length", "pad_to_multiple_of")
         for name in positive_ints:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
@@ -322,6 +335,8 @@ class EngineArguments:
                     filled[name] = value
         if filled.get("bf16"):  # a recipe's bf16, never an explicit --bf16: only where the device runs it faster
             filled["bf16"] = recipe_bf16_applies(self.use_cpu)
+        if filled.get("torch_compile"):  # likewise a recipe's torch_compile: only on a GPU
+            filled["torch_compile"] = recipe_compile_applies(self.use_cpu)
         return dataclasses.replace(self, **filled)
 
     def recipe_fields(self, recipe: dict[str, Any]) -> dict[str, Any]:

@@ -22,9 +22,11 @@ model cards are :mod:`.cards`'.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +54,13 @@ from .checkpointing import (
     save_checkpoint,
     warn_if_low_disk_space,
 )
+from .compiling import compile_model
+from .device_batches import move_batch, padding_multiple, pins_memory, prefetched
 from .finished_run import FinishedRun
 from .launch import make_accelerator
 from .optimizers import build_optimizer, group_settings, model_width, restore_group_settings
 from .plotting import plot_learning_rate, plot_loss_curves, write_history
+from .precision import configure_tf32
 from .run_files import record_arguments
 from .schedules import build_scheduler
 from .sharded import ShardedModelAccess
@@ -132,16 +137,19 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
             # transformers 5 renamed gradient_checkpointing_enable (now deprecated) to activation_checkpointing_enable
             enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
             enable()
+        #: what the tasks round the padded length of their batches up to a multiple of (None: nothing)
+        self.pad_to_multiple_of = padding_multiple(args.pad_to_multiple_of, accelerator.device)
         self.batches = self.build_batches(model)
         self.updates_per_epoch = math.ceil(len(self.batches) / args.gradient_accumulation_steps)
         self.total_steps = args.total_steps(self.updates_per_epoch)
         self.logging_steps, self.eval_steps, self.save_steps = (
             args.steps(name, self.total_steps) for name in ("logging_steps", "eval_steps", "save_steps"))
+        configure_tf32(args.tf32, accelerator.device.type)
         optimizer = build_optimizer(model, args)
         self.model, self.optimizer = accelerator.prepare(model, optimizer)
         if args.torch_compile:  # here rather than accelerate's dynamo_backend, which a second Accelerator ignores
-            self.model = torch.compile(self.model)
-            logger.info("The model is compiled with torch.compile (inductor); the first updates include compiling.")
+            self.model = compile_model(model, self.model, backend=args.torch_compile_backend,
+                                       mode=args.torch_compile_mode, distributed_type=accelerator.distributed_type)
         self.scheduler = build_scheduler(
             self.optimizer, args.lr_scheduler_type, total_steps=self.total_steps,
             steps_per_epoch=self.updates_per_epoch, warmup_steps=args.steps("warmup_steps", self.total_steps),
@@ -390,15 +398,28 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
         return self.state.global_step >= self.total_steps
 
     # ---- the loop
+    def update_batches(self) -> Iterator[tuple[range, list]]:
+        """``(indices, batches)`` of each update from the current position to the end of the epoch. On a CUDA
+        device with ``--dataloader_pin_memory`` the batches are pinned and copied to it, one update ahead where
+        the batches object allows (:mod:`.device_batches`); on a CPU they are made when due and moved by the task."""
+        step, epoch, device = self.args.gradient_accumulation_steps, self.state.epoch, self.accelerator.device
+        updates = ((indices, [self.batches.batch(index, epoch) for index in indices])
+                   for indices in (range(start, min(start + step, len(self.batches)))
+                                   for start in range(self.state.window, len(self.batches), step)))
+        if not pins_memory(self.args.dataloader_pin_memory, device):
+            return updates
+        move = functools.partial(move_batch, device=device)
+        if not getattr(self.batches, "reads_ahead", True):
+            return ((indices, move(batches)) for indices, batches in updates)
+        return prefetched(updates, lambda update: (update[0], move(update[1])), device)
+
     def train_epoch(self, progress, started: float) -> bool:
         """Train from the current position to the end of the epoch; returns True if the run must stop early."""
         self.model.train()
-        step = self.args.gradient_accumulation_steps
-        for start in range(self.state.window, len(self.batches), step):
+        for indices, batches in self.update_batches():
             if self.stop_signal():
                 return True
-            indices = range(start, min(start + step, len(self.batches)))
-            loss = self.train_step([self.batches.batch(index, self.state.epoch) for index in indices])
+            loss = self.train_step(batches)
             self.state.global_step += 1
             self.state.window = indices[-1] + 1
             read = self._record_loss(loss)

@@ -144,9 +144,13 @@ def parallel_file_kind(file: str | Path) -> str:
     raise _invalid("train_file", file, "a .tsv or .jsonl file (optionally .gz), or a pair of line-aligned files")
 
 
-def pad_right(sequences: list[list[int]], value: int) -> torch.Tensor:
-    """Stack id lists into a ``(B, longest)`` LongTensor, right-padded with ``value``."""
-    padded = torch.full((len(sequences), max(len(s) for s in sequences)), value, dtype=torch.long)
+def pad_right(sequences: list[list[int]], value: int, multiple_of: int | None = None) -> torch.Tensor:
+    """Stack id lists into a ``(B, longest)`` LongTensor, right-padded with ``value``; with ``multiple_of``, the
+    length is rounded up to a multiple of it (transformers' ``pad_to_multiple_of``)."""
+    longest = max(len(s) for s in sequences)
+    if multiple_of:
+        longest = -(-longest // multiple_of) * multiple_of
+    padded = torch.full((len(sequences), longest), value, dtype=torch.long)
     for row, ids in enumerate(sequences):
         padded[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
     return padded

@@ -17,7 +17,7 @@ loop's (:mod:`..core.loop`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -121,8 +121,11 @@ class FinetuneTrainingLoop(TrainingLoop):
     def build_batches(self, model) -> FeatureBatches:
         features = self.train_features if self.train_features is not None else self.validation.features
         acc, args = self.accelerator, self.args
+        collator = self.task.collator  # transformers' padding collators: dataclasses with pad_to_multiple_of
+        if self.pad_to_multiple_of and hasattr(collator, "pad_to_multiple_of"):
+            collator = replace(collator, pad_to_multiple_of=self.pad_to_multiple_of)
         return FeatureBatches(model_rows(features), target_counts(self.task.name, features, self.per_sentence),
-                              self.task.collator, batch_size=args.per_device_train_batch_size * acc.num_processes,
+                              collator, batch_size=args.per_device_train_batch_size * acc.num_processes,
                               seed=args.seed, process_index=acc.process_index, num_processes=acc.num_processes)
 
     def compute_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, int]:

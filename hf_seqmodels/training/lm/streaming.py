@@ -117,6 +117,8 @@ class StreamingWindows:
     """
 
     carries_state = True
+    #: reading a window advances the position a checkpoint records: none is read before it is due
+    reads_ahead = False
 
     def __init__(self, dataset, tokenizer, *, rows: int, block_size: int, num_windows: int, text_column: str = "text",
                  process_index: int = 0, num_processes: int = 1, examples_per_call: int = 64):

@@ -260,13 +260,16 @@ def encode_corpus(corpus: ParallelCorpus, tokenizer, *, source_tokenizer=None, m
     return EncodedPairs(sources, targets)
 
 
-def collate_pairs(sources: list[list[int]], targets: list[list[int]] | None, pad_token_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded ``input_ids``/``attention_mask`` ``(B, S)`` and ``labels`` ``(B, T)`` (padding -100).
-    ``pad_token_id`` pads the sources only: the source tokenizer's."""
-    batch = {"input_ids": pad_right(sources, pad_token_id),
-             "attention_mask": pad_right([[1] * len(s) for s in sources], 0)}
+def collate_pairs(sources: list[list[int]], targets: list[list[int]] | None, pad_token_id: int,
+                  pad_to_multiple_of: int | None = None) -> dict[str, torch.Tensor]:
+    """Right-padded ``input_ids``/``attention_mask`` ``(B, S)`` and ``labels`` ``(B, T)`` (padding -100), each
+    length rounded up to a multiple of ``pad_to_multiple_of`` when given. ``pad_token_id`` pads the sources only:
+    the source tokenizer's."""
+    multiple = pad_to_multiple_of
+    batch = {"input_ids": pad_right(sources, pad_token_id, multiple),
+             "attention_mask": pad_right([[1] * len(s) for s in sources], 0, multiple)}
     if targets is not None:
-        batch["labels"] = pad_right(targets, -100)
+        batch["labels"] = pad_right(targets, -100, multiple)
     return batch
 
 
@@ -289,17 +292,21 @@ class LengthBatches:
     (``rows × longest side``). Global batch ``k`` of epoch ``e`` is the ``k``-th of a permutation
     drawn with seed ``seed + e``; process ``p`` of ``P`` takes its rows ``p, p + P, ...``, so ``P``
     processes together read exactly the batches one process would. Batches with fewer pairs than
-    processes are dropped.
+    processes are dropped. ``pad_to_multiple_of`` rounds each side's padded length up to a multiple of it (on a
+    GPU: tensor-core shapes, and few distinct shapes for a compiled step); the token budget counts the unpadded
+    longest side.
     """
 
     carries_state = False
 
     def __init__(self, pairs, pad_token_id: int, *, batch_size: int | None = None,
-                 max_tokens: int | None = None, seed: int = 0, process_index: int = 0, num_processes: int = 1):
+                 max_tokens: int | None = None, seed: int = 0, process_index: int = 0, num_processes: int = 1,
+                 pad_to_multiple_of: int | None = None):
         if (batch_size is None) == (max_tokens is None):
             raise ValueError("Give exactly one of batch_size (sentences per batch) and max_tokens (tokens per batch).")
         self.pairs, self.pad_token_id, self.seed = pairs, pad_token_id, seed
         self.process_index, self.num_processes = process_index, num_processes
+        self.pad_to_multiple_of = pad_to_multiple_of
         source_lengths, self.target_lengths = pair_lengths(pairs)
         self.order = np.lexsort((self.target_lengths, source_lengths))  # (N,) by source, then target length
         if batch_size:
@@ -356,7 +363,7 @@ class LengthBatches:
         group = self.group(int(self._permutation(epoch)[index]))
         rows = group[self.process_index :: self.num_processes].tolist()
         batch = collate_pairs([self.pairs.sources[i] for i in rows], [self.pairs.targets[i] for i in rows],
-                              self.pad_token_id)
+                              self.pad_token_id, self.pad_to_multiple_of)
         batch["num_items_in_batch"] = int(self.target_lengths[group].sum())
         batch["num_tokens"] = int(self.target_lengths[rows].sum())
         return batch

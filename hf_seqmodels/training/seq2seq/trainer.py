@@ -194,7 +194,8 @@ class Seq2SeqTrainingLoop(TrainingLoop):
         sizes = ({"max_tokens": args.max_tokens_per_batch} if args.max_tokens_per_batch else
                  {"batch_size": args.per_device_train_batch_size * acc.num_processes})
         return LengthBatches(self.train_pairs, self.source_tokenizer.pad_token_id, seed=args.seed,
-                             process_index=acc.process_index, num_processes=acc.num_processes, **sizes)
+                             process_index=acc.process_index, num_processes=acc.num_processes,
+                             pad_to_multiple_of=self.pad_to_multiple_of, **sizes)
 
     def compute_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, int]:
         global_tokens, local_tokens = batch.pop("num_items_in_batch"), batch.pop("num_tokens")

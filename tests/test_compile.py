@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from model_inputs import model_inputs
 
 from hf_seqmodels import registry
 from hf_seqmodels.training.core.compiling import DYNAMO_CONFIG, can_compile_fullgraph
@@ -22,7 +23,7 @@ ALL_FAMILIES = ("nnlm", "rnn", "rnn_seq2seq", "transformer", "transformer_lm", "
 def training_inputs(family, head, config) -> dict:
     """The family's test inputs shaped as its trainer's batches: the second row padded at its end (mask 0,
     label -100) and BERT's logits computed at the masked positions only (the pretraining trainer's default)."""
-    inputs = family.inputs(config, head, batch_size=2, seq_length=8)
+    inputs = model_inputs(family, config, head, batch_size=2, seq_length=8)
     for key in ("attention_mask",):
         if key in inputs:
             inputs[key][1, -2:] = 0
@@ -91,7 +92,7 @@ def test_batches_of_varying_shapes_compile_at_most_twice(name):
     with torch._dynamo.config.patch(**DYNAMO_CONFIG):
         compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
         for batch_size, length in ((2, 8), (3, 16), (5, 11)):
-            inputs = family.inputs(config, head, batch_size=batch_size, seq_length=length)
+            inputs = model_inputs(family, config, head, batch_size=batch_size, seq_length=length)
             inputs["attention_mask"][0, -3:] = 0
             if family.task_of(head) == "AutoModelForPreTraining":
                 inputs["masked_positions_only"] = True

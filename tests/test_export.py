@@ -1,6 +1,6 @@
-"""Export of every family and head with torch.export and to ONNX, parity with eager mode at another batch
-size and length, and the ``hf-seqmodels export`` command on saved LMs (forward pass and decoding graph; the
-generation of every generative head is checked in test_export_generation.py)."""
+"""Export of every family and head with torch.export and to ONNX (the RNN encoder-decoder's: see ONNX_HEADS),
+parity with eager mode at another batch size and length, and the ``hf-seqmodels export`` command on saved LMs
+(forward pass and decoding graph; the generation of every generative head is checked in test_export_generation.py)."""
 
 from __future__ import annotations
 

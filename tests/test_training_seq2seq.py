@@ -423,7 +423,8 @@ def test_cli_refuses_tying_across_vocabularies_and_a_source_size_without_separat
 #: DDP for both families; FSDP2 and ZeRO-2 for the Transformer only, the cheaper of the two. The sharded updates of a
 #: recurrent stack are test_training_lm's (a GRU LM under both); what only an encoder-decoder adds to them, layers of
 #: two kinds wrapped, embeddings shared between encoder, decoder and head, BLEU generation after training, is here.
-TWO_PROCESS_RUNS = [("ddp", "rnn_seq2seq"), ("ddp", "transformer"), ("fsdp", "transformer"), ("deepspeed", "transformer")]
+TWO_PROCESS_RUNS = [("ddp", "rnn_seq2seq"), ("ddp", "transformer"), ("fsdp", "transformer"),
+                    ("deepspeed", "transformer")]
 
 
 @pytest.mark.parametrize("sharding, family", [pytest.param(s, f, id=f"{f}-{s}") for s, f in TWO_PROCESS_RUNS])

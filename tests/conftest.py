@@ -1,9 +1,32 @@
-"""Shared test settings: token files go to a temporary cache, never the user's; one torch thread on request."""
+"""Shared test settings: the order pytest-xdist hands the files out in; token files go to a temporary cache, never
+the user's; one torch thread on request."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 import torch
+
+
+def pytest_configure(config):
+    """Under ``--dist loadfile`` (CI's), pytest-xdist hands the workers the files in the order of
+    :func:`pytest_collection_modifyitems` instead of its own, the files with the most tests first, which leaves the
+    few long tests of the end-to-end files (the README's commands, the sharded runs) for last, one worker alone
+    on them while the other has nothing left."""
+    if getattr(config.option, "dist", "no") == "loadfile":
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config, items):
+    """In a pytest-xdist worker: files with more slow tests first (the longest first, so that the last files the
+    workers get are short), then, as pytest-xdist orders them, files with more tests; a file's own tests keep their
+    order."""
+    if not hasattr(config, "workerinput"):
+        return
+    slow = Counter(item.path for item in items if item.get_closest_marker("slow"))
+    count = Counter(item.path for item in items)
+    items.sort(key=lambda item: (-slow[item.path], -count[item.path]))
 
 
 @pytest.fixture(autouse=True, scope="session")

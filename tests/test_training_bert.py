@@ -243,13 +243,12 @@ def test_a_validation_file_and_sample_limits_as_in_run_mlm(tmp_path, caplog):
             bert_main(args)
 
 
-@pytest.mark.parametrize("sharding", ["ddp", "fsdp", "deepspeed"])
 @pytest.mark.slow
-def test_two_cpu_processes_match_one_process(sharding, tokenizer, tmp_path):
+def test_two_cpu_processes_match_one_process(tokenizer, tmp_path):
     """2 gloo processes with 4 sentence pairs each make the same updates as 1 process with 8 (no dropout):
-    the masks are drawn per global batch and the losses are normalised over the whole global batch."""
-    if sharding == "deepspeed":
-        pytest.importorskip("deepspeed")
+    the masks are drawn per global batch and the losses are normalised over the whole global batch. DDP only:
+    BERT pretraining under FSDP2 and ZeRO-2 is test_gradient_accumulation's two-process test (the same run with
+    2 batches per update), and one batch per update under them is test_training_lm's."""
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(text_corpus(40, seed=7))
     tokenizer.save_pretrained(tmp_path / "tok")
@@ -259,8 +258,7 @@ def test_two_cpu_processes_match_one_process(sharding, tokenizer, tmp_path):
               "--validation_split_percentage", "20", "--max_steps", "4", "--logging_steps", "1",
               "--optim", "adamw_torch", "--learning_rate", "1e-3", "--disable_tqdm", "--no_plot"]
     launch_two_cpu_processes("pretrain_bert.py", [*common, "--output_dir", str(tmp_path / "two"),
-                                                  "--per_device_train_batch_size", "4"],
-                             fsdp=sharding == "fsdp", deepspeed=sharding == "deepspeed")
+                                                  "--per_device_train_batch_size", "4"])
     one = bert_main([*common, "--output_dir", str(tmp_path / "one"), "--per_device_train_batch_size", "8",
                      "--use_cpu"])
     assert one["steps"] == 4

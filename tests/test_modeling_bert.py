@@ -110,6 +110,41 @@ def test_masked_positions_only_logits_equal_the_full_logits_there(cls):
         model(ids, masked_positions_only=True)
 
 
+
+@pytest.mark.parametrize("cls", [BertForPreTraining, BertForMaskedLM])
+def test_masked_lm_positions_give_the_masked_positions_loss_and_gradients(cls):
+    """Positions found on the host (here shuffled and padded with unlabelled ones, as the trainer pads them to a
+    recurring size) give the loss and gradients of ``masked_positions_only``, and logits at those positions."""
+    model = make(cls)
+    ids, mask, types = pair_batch()
+    labels = mlm_labels(ids)
+    kw = dict(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels)
+    name = "prediction_logits" if cls is BertForPreTraining else "logits"
+    reference = model(**kw, masked_positions_only=True)
+    reference.loss.backward()
+    expected = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    flat = labels.flatten() != -100
+    positions = torch.cat([flat.nonzero().squeeze(1).flip(0), (~flat).nonzero().squeeze(1)[:5]])
+    out = model(**kw, masked_lm_positions=positions)
+    out.loss.backward()
+    assert out[name].shape == (len(positions), V)
+    torch.testing.assert_close(out[name], model(**{k: v for k, v in kw.items() if k != "labels"})[name]
+                               .flatten(0, 1)[positions])
+    torch.testing.assert_close(out.loss, reference.loss)
+    for n, p in model.named_parameters():
+        if n in expected:
+            torch.testing.assert_close(p.grad, expected[n], msg=n)
+    labelled = flat.nonzero().squeeze(1)
+    for wrong, message in [(labelled[1:], "leaves out labelled positions"),
+                           (torch.cat([labelled, labelled[:1]]), "names a position twice"),
+                           (torch.cat([labelled, torch.tensor([labels.numel()])]), "outside the 20 positions"),
+                           (labelled.view(1, -1), "must be a 1-D tensor")]:
+        with pytest.raises(ValueError, match=message):
+            model(**kw, masked_lm_positions=wrong)
+    with pytest.raises(ValueError, match="needs the masked-LM `labels`"):
+        model(ids, masked_lm_positions=labelled)
+
 def test_mlm_decoder_is_tied_to_the_token_embeddings():
     model = make(BertForPreTraining)
     assert model.mlm_head.decoder.weight is model.bert.embeddings.word_embeddings.weight

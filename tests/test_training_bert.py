@@ -393,3 +393,16 @@ def test_pretrain_bert_command_tokenises_once_and_resumes_exactly_from_the_token
     a = load_file(str(tmp_path / "straight" / "model.safetensors"))
     b = load_file(str(tmp_path / "resumed" / "model.safetensors"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_masked_lm_positions_are_found_on_the_host_and_padded_to_a_recurring_size():
+    """The pretraining batches carry every masked position (the model gathers them on the device without
+    reading the labels back), then unlabelled positions up to a multiple of ``pad_to_multiple_of``."""
+    from hf_seqmodels.training.bert.trainer import masked_lm_positions
+
+    labels = torch.full((3, 8), -100)
+    labels[0, 2], labels[1, 5], labels[2, 0] = 7, 9, 11
+    assert masked_lm_positions(labels).tolist() == [2, 13, 16]
+    padded = masked_lm_positions(labels, pad_to_multiple_of=8)
+    assert len(padded) == 8 and padded[:3].tolist() == [2, 13, 16]
+    assert (labels.flatten()[padded[3:]] == -100).all() and len(set(padded.tolist())) == 8

@@ -275,7 +275,7 @@ def base_output(bert: BertModel, input_ids, attention_mask, token_type_ids, posi
 
 def masked_lm_logits_and_loss(
     head: BertMLMHead, hidden: torch.Tensor, labels: torch.Tensor | None, masked_only: bool,
-    num_items_in_batch: torch.Tensor | int | None = None,
+    num_items_in_batch: torch.Tensor | int | None = None, positions: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Vocabulary logits and the mean cross-entropy over labels that are not ``-100`` (the sum divided by
     ``num_items_in_batch`` when given: the label count of a whole accumulated batch).
@@ -285,12 +285,25 @@ def masked_lm_logits_and_loss(
     otherwise ``(B, T, V)``. Either way the cross-entropy (in float32) is computed on the ``N`` labelled rows
     only, not on every position's logits: with 15 % of the tokens masked that skips the float32 copy, the
     log-softmax and its backward of 85 % of a ``(B, T, V)`` tensor (the same loss and gradients).
+
+    ``positions`` ``(N',)`` (original BERT's ``masked_lm_positions``, flattened: indices into the ``B * T``
+    row-major positions) names the rows instead: every labelled position, in any order, and optionally
+    unlabelled ones (label ``-100``, no loss) that pad ``N'`` to a size that recurs. Logits ``(N', V)``. The
+    rows are gathered, not found, so nothing is read back from the device and the shapes do not depend on the
+    labels' values (a GPU step without a wait; one compiled graph per ``N'``).
     """
+    if positions is not None and labels is None:
+        raise ValueError("`masked_lm_positions` needs the masked-LM `labels`: the loss is read at those positions.")
     if labels is None:
         return head(hidden), None
     labels = labels.to(hidden.device)
     check_target_ids(labels, head.decoder.out_features)
-    if masked_only:
+    if positions is not None:
+        flat_labels = labels.flatten()
+        positions = check_masked_lm_positions(positions.to(hidden.device), flat_labels)
+        logits = head(hidden.flatten(0, 1).index_select(0, positions))  # (N', V)
+        flat_logits, flat_labels = logits, flat_labels.index_select(0, positions)
+    elif masked_only:
         selected = labels != -100  # (B, T)
         logits = head(hidden[selected])  # (N, V)
         flat_logits, flat_labels = logits, labels[selected]
@@ -304,6 +317,28 @@ def masked_lm_logits_and_loss(
     count = (flat_labels != -100).sum() if num_items_in_batch is None else num_items_in_batch
     loss = loss / torch.as_tensor(count, device=loss.device)
     return logits, loss
+
+
+def check_masked_lm_positions(positions: torch.Tensor, flat_labels: torch.Tensor) -> torch.Tensor:
+    """``positions`` as :func:`masked_lm_logits_and_loss` takes them: a 1-D integer tensor (shape checks always);
+    where :func:`reads_values`, each inside ``[0, B * T)``, none twice and every labelled position among them."""
+    if positions.dim() != 1 or positions.dtype.is_floating_point or positions.dtype == torch.bool:
+        raise ValueError(f"`masked_lm_positions` must be a 1-D tensor of integer positions (indices into the "
+                         f"flattened (batch, length) labels), got shape {tuple(positions.shape)}, {positions.dtype}.")
+    if reads_values() and positions.numel() > 0:
+        size = flat_labels.numel()
+        low, high = (int(v) for v in torch.aminmax(positions))
+        if low < 0 or high >= size:
+            raise ValueError(f"`masked_lm_positions` holds {low if low < 0 else high}, outside the {size} "
+                             "positions of the labels (batch x length, row-major).")
+        chosen = torch.zeros(size, dtype=torch.long, device=positions.device).index_add_(
+            0, positions, torch.ones_like(positions))
+        if bool((chosen > 1).any()):
+            raise ValueError("`masked_lm_positions` names a position twice: its loss would count twice.")
+        if bool(((flat_labels != -100) & (chosen == 0)).any()):
+            raise ValueError("`masked_lm_positions` leaves out labelled positions (labels != -100): it must name "
+                             "every one of them.")
+    return positions
 
 
 def resolve_masked_only(config: BertConfig, masked_positions_only: bool | None, labels) -> bool:
@@ -323,7 +358,7 @@ class BertForPreTrainingOutput(ModelOutput):
         mlm_loss: ``()`` mean cross-entropy over the masked positions.
         nsp_loss: ``()`` mean cross-entropy of the IsNext / NotNext decision.
         prediction_logits: ``(B, T, V)``, or ``(N, V)`` at the ``N`` masked positions (``labels != -100``,
-            row-major) with ``masked_positions_only``.
+            row-major) with ``masked_positions_only``, or ``(N', V)`` at ``masked_lm_positions``.
         seq_relationship_logits: ``(B, 2)``; class 0 = B follows A (IsNext), 1 = B is random (NotNext).
         hidden_states: ``L + 1`` × ``(B, T, H)``. attentions: ``L`` × ``(B, A, T, T)``.
     """
@@ -371,17 +406,21 @@ class BertForPreTraining(BertPreTrainedModel):
         labels: torch.LongTensor | None = None,
         next_sentence_label: torch.LongTensor | None = None,
         masked_positions_only: bool | None = None,
+        masked_lm_positions: torch.LongTensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         **kwargs,
     ) -> BertForPreTrainingOutput:
         """``labels`` ``(B, T)``: original ids at masked positions, ``-100`` elsewhere; ``next_sentence_label``
-        ``(B,)``: 0 IsNext, 1 NotNext. Other inputs as in :class:`BertModel`."""
+        ``(B,)``: 0 IsNext, 1 NotNext; ``masked_lm_positions`` ``(N',)``: the flattened positions to predict, as
+        original BERT's data gives them (see :func:`masked_lm_logits_and_loss`; a GPU step then waits for
+        nothing). Other inputs as in :class:`BertModel`."""
         masked_only = resolve_masked_only(self.config, masked_positions_only, labels)
         out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
                           output_attentions, output_hidden_states, **kwargs)
         prediction_logits, mlm_loss = masked_lm_logits_and_loss(self.mlm_head, out.last_hidden_state, labels,
-                                                                masked_only, kwargs.get("num_items_in_batch"))
+                                                                masked_only, kwargs.get("num_items_in_batch"),
+                                                                masked_lm_positions)
         seq_relationship_logits = self.nsp_head(out.pooler_output)  # (B, 2)
         nsp_loss = None
         if next_sentence_label is not None:
@@ -426,6 +465,7 @@ class BertForMaskedLM(BertPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         masked_positions_only: bool | None = None,
+        masked_lm_positions: torch.LongTensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         **kwargs,
@@ -434,7 +474,7 @@ class BertForMaskedLM(BertPreTrainedModel):
         out = base_output(self.bert, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
                           output_attentions, output_hidden_states, **kwargs)
         logits, loss = masked_lm_logits_and_loss(self.mlm_head, out.last_hidden_state, labels, masked_only,
-                                                 kwargs.get("num_items_in_batch"))
+                                                 kwargs.get("num_items_in_batch"), masked_lm_positions)
         return MaskedLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions)
 
 

@@ -100,7 +100,20 @@ class MaskedPairBatches:
         mine["num_pairs"] = len(picks)
         mine["local_masked"] = int((mine["labels"] != -100).sum())
         mine["num_tokens"] = int(mine["attention_mask"].sum())
+        mine["masked_lm_positions"] = masked_lm_positions(mine["labels"], self.pad_to_multiple_of)
         return mine
+
+
+def masked_lm_positions(labels: torch.Tensor, pad_to_multiple_of: int | None = None) -> torch.Tensor:
+    """The flattened positions of the masked tokens of ``labels`` ``(B, T)`` (``!= -100``), found here on the CPU
+    so that the model gathers them on the device without reading anything back; with ``pad_to_multiple_of``,
+    followed by unlabelled positions up to a multiple of it, so that compiled graphs see few row counts."""
+    flat = labels.flatten() != -100
+    positions = flat.nonzero().squeeze(1)
+    if pad_to_multiple_of:
+        missing = -len(positions) % pad_to_multiple_of
+        positions = torch.cat([positions, (~flat).nonzero().squeeze(1)[:missing]])
+    return positions
 
 
 @torch.no_grad()
@@ -167,6 +180,9 @@ class BertPretrainingLoop(TrainingLoop):
         num_masked, num_pairs = batch.pop("num_masked"), batch.pop("num_pairs")
         local_masked, num_tokens = batch.pop("local_masked"), batch.pop("num_tokens")
         batch = {k: v.to(self.accelerator.device, non_blocking=True) for k, v in batch.items()}
+        positions = batch.pop("masked_lm_positions")
+        if self.args.masked_positions_only:  # the positions found on the CPU: the device reads no mask back
+            batch["masked_lm_positions"] = positions
         out = self.model(**batch, masked_positions_only=self.args.masked_positions_only)
         local_pairs, world = len(batch["input_ids"]), self.accelerator.num_processes
         # DDP averages the processes' gradients: weight each mean loss by this process's share

@@ -42,14 +42,26 @@ def gpu(monkeypatch):
 
 
 @pytest.fixture
-def preset_bf16(tmp_path, monkeypatch):
-    """``preset_bf16(*flags)``: ``bf16`` of the Transformer LM's nanogpt-cpu preset (a recipe with bf16=True) as
-    the LM script resolves it, with ``flags`` on the command line."""
+def out(tmp_path, monkeypatch) -> str:
+    """An output folder, with a one-line text file ``t.txt`` and a one-pair ``t.tsv`` in the working folder."""
     (tmp_path / "t.txt").write_text("a b\n")
+    (tmp_path / "t.tsv").write_text("a b\tc d\n")
     monkeypatch.chdir(tmp_path)
-    base = ["--output_dir", str(tmp_path / "out"), "--train_file", "t.txt", "--model_family", "transformer_lm",
-            "--preset", "nanogpt-cpu"]
-    return lambda *flags: lm_arguments([*base, *flags])[2].bf16
+    return str(tmp_path / "out")
+
+
+@pytest.fixture
+def preset_arguments(out):
+    """``preset_arguments(*flags)``: the training arguments of the Transformer LM's nanogpt-cpu preset (a recipe
+    with bf16=True and torch_compile=True) as the LM script resolves them, with ``flags`` on the command line."""
+    base = ["--output_dir", out, "--train_file", "t.txt", "--model_family", "transformer_lm", "--preset", "nanogpt-cpu"]
+    return lambda *flags: lm_arguments([*base, *flags])[2]
+
+
+@pytest.fixture
+def preset_bf16(preset_arguments):
+    """``preset_bf16(*flags)``: ``bf16`` of :func:`preset_arguments`."""
+    return lambda *flags: preset_arguments(*flags).bf16
 
 
 def off_lines(caplog) -> list[str]:
@@ -99,11 +111,7 @@ def test_a_gpu_with_bf16_keeps_the_recipe_s_bf16_and_one_without_turns_it_off(gp
                                  "runs slower than fp32; pass --bf16 true to force it."]
 
 
-def test_the_seq2seq_and_bert_presets_follow_the_cpu_too(cpu, tmp_path, monkeypatch):
-    (tmp_path / "t.txt").write_text("a b\n")
-    (tmp_path / "t.tsv").write_text("a b\tc d\n")
-    monkeypatch.chdir(tmp_path)
-    out = str(tmp_path / "out")
+def test_the_seq2seq_and_bert_presets_follow_the_cpu_too(cpu, out):
     for flags, expected in ((PLAIN, False), (f"{PLAIN} amx_bf16 amx_tile", True)):
         cpu(flags)
         assert seq2seq_arguments(["--output_dir", out, "--train_file", "t.tsv", "--model_family", "transformer",
@@ -118,14 +126,9 @@ def test_without_proc_cpuinfo_a_cpu_is_taken_to_be_slow(monkeypatch, tmp_path):
 
 
 @pytest.fixture
-def preset_compile(tmp_path, monkeypatch):
-    """``preset_compile(*flags)``: ``torch_compile`` of the Transformer LM's nanogpt-cpu preset (a recipe with
-    torch_compile=True) as the LM script resolves it, with ``flags`` on the command line."""
-    (tmp_path / "t.txt").write_text("a b\n")
-    monkeypatch.chdir(tmp_path)
-    base = ["--output_dir", str(tmp_path / "out"), "--train_file", "t.txt", "--model_family", "transformer_lm",
-            "--preset", "nanogpt-cpu"]
-    return lambda *flags: lm_arguments([*base, *flags])[2].torch_compile
+def preset_compile(preset_arguments):
+    """``preset_compile(*flags)``: ``torch_compile`` of :func:`preset_arguments`."""
+    return lambda *flags: preset_arguments(*flags).torch_compile
 
 
 def compile_off_lines(caplog) -> list[str]:
@@ -144,11 +147,7 @@ def test_a_recipe_compiles_on_a_gpu_only_and_an_explicit_torch_compile_anywhere(
                                          "it saves; pass --torch_compile true to force it."]
 
 
-def test_the_transformer_and_bert_presets_compile_on_a_gpu_and_the_recurrent_ones_do_not(gpu, tmp_path, monkeypatch):
-    (tmp_path / "t.txt").write_text("a b\n")
-    (tmp_path / "t.tsv").write_text("a b\tc d\n")
-    monkeypatch.chdir(tmp_path)
-    out = str(tmp_path / "out")
+def test_the_transformer_and_bert_presets_compile_on_a_gpu_and_the_recurrent_ones_do_not(gpu, out):
     gpu(True)
     assert seq2seq_arguments(["--output_dir", out, "--train_file", "t.tsv", "--model_family", "transformer",
                               "--preset", "transformer-base"])[2].torch_compile is True

@@ -13,6 +13,7 @@ model cards, export, the training scripts' family choices, the conformance tests
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from transformers import (
@@ -546,6 +547,24 @@ def families_with_head(*auto_classes) -> dict[str, type]:
     ``AutoModelForCausalLM``): the families a training script can build, read from the registry."""
     return {family.name: family.config_class for family in FAMILY_DESCRIPTIONS
             if any(auto_class in family.heads for auto_class in auto_classes)}
+
+
+class FamiliesWithHead(Mapping):
+    """:func:`families_with_head` as a live mapping: read from the registry at each use, so that a family
+    registered after the training scripts were imported (:func:`register_family`) is one of their
+    ``--model_family`` choices too."""
+
+    def __init__(self, *auto_classes):
+        self.auto_classes = auto_classes
+
+    def __getitem__(self, name: str) -> type:
+        return families_with_head(*self.auto_classes)[name]
+
+    def __iter__(self):
+        return iter(families_with_head(*self.auto_classes))
+
+    def __len__(self) -> int:
+        return len(families_with_head(*self.auto_classes))
 
 
 def family_named(name: str) -> Family:

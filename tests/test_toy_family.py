@@ -27,6 +27,7 @@ from hf_seqmodels.export import export_model
 from hf_seqmodels.export.step_graphs import generation_graphs
 from hf_seqmodels.families import Citation, Family
 from hf_seqmodels.models.config_utils import ConfigValidationError, PresetMixin
+from hf_seqmodels.training.finetune.cli import parse_arguments as finetune_arguments
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "conformance"))
 
@@ -185,8 +186,14 @@ def test_its_model_card_cites_its_paper_and_describes_its_architecture(toy_famil
     assert "Harris (1954), Distributional Structure" in card and "@article{harris1954distributional," in card
 
 
-def test_the_command_line_lists_it(toy_family):
+def test_the_command_line_lists_it(toy_family, tmp_path, monkeypatch):
     assert registry.families_with_head(AutoModelForSequenceClassification)["toy_bag"] is ToyBagConfig
+    # the fine-tuning script, imported before the family was registered, takes it as --model_family
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.tsv").write_text("a b\t0\n")
+    model_args = finetune_arguments(["--output_dir", str(tmp_path / "out"), "--train_file", "t.tsv",
+                                     "--model_family", "toy_bag", "--preset", "toy-large"])[0]
+    assert (model_args.model_family, model_args.preset) == ("toy_bag", "toy-large")
     listing = preset_listing("toy_bag")["toy_bag"]
     assert listing["model_class"] == "ToyBagForSequenceClassification"
     assert set(listing["presets"]) == {"tiny", "toy-large"}

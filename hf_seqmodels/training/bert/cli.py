@@ -28,7 +28,7 @@ from accelerate.logging import get_logger
 from accelerate.utils import set_seed
 from transformers import AutoModelForPreTraining
 
-from ...registry import families_with_head
+from ...registry import FamiliesWithHead
 from ..core.cli import (
     CommandLineParser,
     build_model,
@@ -58,7 +58,7 @@ from .trainer import BERT_DEFAULTS, BertPretrainingArguments, BertPretrainingLoo
 
 logger = get_logger(__name__)
 
-MODEL_FAMILIES = families_with_head(AutoModelForPreTraining)  # bert
+MODEL_FAMILIES = FamiliesWithHead(AutoModelForPreTraining)  # bert
 ModelArguments = model_arguments(MODEL_FAMILIES, "bert", "wordpiece", "tiny, bert-mini, bert-small, bert-base")
 
 

@@ -35,7 +35,7 @@ from accelerate.utils import set_seed
 from transformers import AutoTokenizer
 
 from ...cards import write_model_card
-from ...registry import families_with_head
+from ...registry import FamiliesWithHead
 from ..core.arguments import EngineArguments
 from ..core.cards import engine_card_arguments
 from ..core.cli import (
@@ -59,7 +59,7 @@ from .trainer import BATCH_DEFAULTS, FINETUNE_DEFAULTS, FinetuneTrainingLoop, Sp
 
 logger = get_logger(__name__)
 
-MODEL_FAMILIES = families_with_head(*TASKS.values())  # bert, bilstm_crf, rnn, textcnn
+MODEL_FAMILIES = FamiliesWithHead(*TASKS.values())  # bert, bilstm_crf, rnn, textcnn
 PREDICTIONS_FILE = "test_predictions.jsonl"
 #: the tokenizer-training options of the shared model arguments: fine-tuning loads its tokenizer
 TOKENIZER_TRAINING = ("vocab_size", "min_frequency", "lowercase")

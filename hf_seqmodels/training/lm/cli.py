@@ -33,7 +33,7 @@ from accelerate.utils import set_seed
 from transformers import AutoModelForCausalLM
 
 from ...models.config_utils import invalid
-from ...registry import families_with_head
+from ...registry import FamiliesWithHead
 from ..core.cli import (
     CommandLineParser,
     build_model,
@@ -57,7 +57,7 @@ from .trainer import LM_DEFAULTS, LMTrainingArguments, LMTrainingLoop
 
 logger = get_logger(__name__)
 
-MODEL_FAMILIES = families_with_head(AutoModelForCausalLM)  # nnlm, rnn, transformer_lm
+MODEL_FAMILIES = FamiliesWithHead(AutoModelForCausalLM)  # nnlm, rnn, transformer_lm
 ModelArguments = model_arguments(MODEL_FAMILIES, "rnn", "char", "tiny, zaremba-small, bengio-2003, gpt-1")
 
 

@@ -35,7 +35,7 @@ from accelerate.logging import get_logger
 from accelerate.utils import set_seed
 from transformers import AutoModelForSeq2SeqLM
 
-from ...registry import families_with_head
+from ...registry import FamiliesWithHead
 from ..core.cards import engine_card_arguments, write_run_model_card
 from ..core.cli import (
     SEQ2SEQ_TEMPLATE,
@@ -73,7 +73,7 @@ from .trainer import SEQ2SEQ_DEFAULTS, Seq2SeqTrainingArguments, Seq2SeqTraining
 
 logger = get_logger(__name__)
 
-MODEL_FAMILIES = families_with_head(AutoModelForSeq2SeqLM)  # rnn_seq2seq, transformer
+MODEL_FAMILIES = FamiliesWithHead(AutoModelForSeq2SeqLM)  # rnn_seq2seq, transformer
 SPLITS = ("train", "validation", "test")
 ATTENTION_PLOT = "attention.png"
 

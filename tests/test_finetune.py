@@ -4,6 +4,7 @@ from random initialisation."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -232,11 +233,17 @@ def test_user_mistakes_are_one_line_errors(bert_folder, tmp_path, capsys):
         "--do_eval needs held-out data": [*base, "--model_name_or_path", str(bert_folder), "--do_eval"],
         "`--vocab_size`=100": [*base, "--preset", "tiny", "--tokenizer_name", str(bert_folder), "--vocab_size", "100"],
         "needs --tokenizer_name": [*base, "--preset", "tiny"],
+        "`max_tokens_per_batch`=0": [*base, "--model_name_or_path", str(bert_folder), "--max_tokens_per_batch", "0"],
+        "`max_tokens_per_batch`=4: expected at least the longest example": [
+            *base, "--model_name_or_path", str(bert_folder), "--max_tokens_per_batch", "4"],
     }
     for expected, argv in cases.items():
         assert run_command(main, argv) == 2, expected
         lines = capsys.readouterr().err.strip().splitlines()
         assert lines[-1].startswith("error: ") and expected in lines[-1], (expected, lines[-3:])
+    with pytest.raises(SystemExit, match="2"):  # the parser's own error
+        main([*base, "--model_name_or_path", str(bert_folder), "--group_by_length", "maybe"])
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: argument --group_by_length")
 
 
 def test_a_used_output_folder_is_refused_and_predictions_write_predict_results(bert_folder, tmp_path, capsys):
@@ -364,3 +371,69 @@ def test_pad_to_multiple_of_rounds_the_training_batches_and_keeps_the_loss(bert_
         lengths = {length for _, length in shapes}
         assert all(length % 32 == 0 for length in lengths) == (multiple == "32"), lengths
     assert losses["32"] == pytest.approx(losses["1"], rel=1e-4)
+
+
+def test_group_by_length_batches_features_of_similar_length_in_a_new_order_every_epoch(bert_folder):
+    """Every feature once per epoch, the batches (cut once from the length order) visited in another order each
+    epoch; two processes' rows make up the global batch; a token budget bounds the padded tokens of a batch."""
+    from transformers import AutoTokenizer, DataCollatorForTokenClassification
+
+    from hf_seqmodels.training.finetune.tasks import target_counts
+    from hf_seqmodels.training.finetune.token_classification_data import (
+        label_list,
+        read_conll,
+        tokenize_and_align_labels,
+    )
+    from hf_seqmodels.training.finetune.trainer import FeatureBatches, model_rows
+
+    tokenizer = AutoTokenizer.from_pretrained(bert_folder)
+    sentences = read_conll(DATA / "conll_tiny.txt")
+    features = tokenize_and_align_labels(sentences, tokenizer, {t: i for i, t in enumerate(label_list(sentences))},
+                                         max_length=48)
+    rows, targets = model_rows(features), target_counts("token-classification", features, per_sentence=False)
+    collator = DataCollatorForTokenClassification(tokenizer)
+    for sizes in ({"batch_size": 4, "group_by_length": True}, {"max_tokens": 96}):
+        batches = FeatureBatches(rows, targets, collator, seed=1, **sizes)
+        epochs = [[batches.picks(index, epoch)[0] for index in range(len(batches))] for epoch in (0, 1)]
+        for epoch in epochs:
+            assert sorted(i for picks in epoch for i in picks) == list(range(len(rows)))
+        assert sorted(epochs[0]) == sorted(epochs[1]) and epochs[0] != epochs[1]
+        spans = sorted((min(lengths), max(lengths)) for lengths in
+                       ([len(rows[i]["input_ids"]) for i in picks] for picks in epochs[0]))
+        assert all(longest <= next_shortest for (_, longest), (next_shortest, _) in itertools.pairwise(spans))
+        if "max_tokens" in sizes:
+            assert all(batches.batch(index, 0)["input_ids"].numel() <= 96 for index in range(len(batches)))
+        shards = [FeatureBatches(rows, targets, collator, seed=1, process_index=p, num_processes=2, **sizes)
+                  for p in (0, 1)]
+        assert len(shards[0]) == len(shards[1]) <= len(batches)  # a batch of one feature gives a process none
+        for index in range(len(shards[0])):
+            (whole, first), (same, second) = (shard.picks(index, 1) for shard in shards)
+            assert whole == same and sorted(first + second) == sorted(whole) and len(first) - len(second) in (0, 1)
+
+
+def test_group_by_length_trains_as_well_with_fewer_padded_lengths(bert_folder, tmp_path, monkeypatch):
+    """--group_by_length: the tagger learns as it does from batches in random order, from batches that meet
+    fewer distinct padded lengths (fewer shapes for a compiled step to be compiled for)."""
+    from hf_seqmodels.training.finetune.trainer import FeatureBatches
+
+    lengths, make = [], FeatureBatches.batch
+
+    def batch(self, index, epoch=0):
+        made = make(self, index, epoch)
+        lengths.append(made["input_ids"].shape[1])
+        return made
+
+    monkeypatch.setattr(FeatureBatches, "batch", batch)
+    args = ["--task", "token-classification", "--model_name_or_path", str(bert_folder), "--train_file",
+            str(DATA / "conll_tiny.txt"), "--validation_file", str(DATA / "conll_tiny.txt"), "--max_seq_length", "48",
+            "--num_train_epochs", "10"]
+    distinct, metrics = {}, {}
+    for grouped in (False, True):
+        lengths.clear()
+        out = tmp_path / str(grouped)
+        metrics[grouped] = main([*args, *common_args(out, *(["--group_by_length"] if grouped else []))])
+        distinct[grouped] = len(set(lengths))
+    assert distinct[True] < distinct[False], distinct
+    assert metrics[True]["eval_overall_accuracy"] > 0.5, metrics
+    assert metrics[True]["eval_overall_accuracy"] >= metrics[False]["eval_overall_accuracy"] - 0.1, metrics
+    assert "by length" in (tmp_path / "True" / "README.md").read_text()

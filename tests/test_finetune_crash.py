@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -132,3 +133,22 @@ def test_two_processes_make_the_updates_and_metrics_of_one(tokenizer_folder, tmp
         assert two[key] == pytest.approx(one[key], abs=1e-5), key
     assert two["steps"] == one["steps"] == 10 and two["num_processes"] == 2
     assert (tmp_path / "one" / "test_predictions.jsonl").read_text() == (tmp_path / "two" / "test_predictions.jsonl").read_text()
+
+
+def test_length_sorted_batches_resume_mid_epoch_to_the_weights_of_an_uninterrupted_run(tokenizer_folder, tmp_path):
+    """Batches of a token budget, sorted by length (--max_tokens_per_batch) and visited in a new order every epoch:
+    a run resumed from a checkpoint in the middle of an epoch reads what an uninterrupted one reads, and ends with
+    its weights."""
+    def args(output_dir: Path, *extra: str) -> list[str]:
+        return [*finetune_args(tokenizer_folder, output_dir), "--max_tokens_per_batch", "48", *extra]
+
+    full = main(args(tmp_path / "full"))
+    per_epoch = full["steps"] // EPOCHS
+    assert per_epoch not in (STEPS_PER_EPOCH, 0), full  # batches of the budget, not of 4 features
+    step = next(s for s in checkpoint_steps(tmp_path / "full") if s > per_epoch and s % per_epoch)
+    shutil.copytree(tmp_path / "full" / f"checkpoint-{step}", tmp_path / "cut" / f"checkpoint-{step}")
+    resumed = main(args(tmp_path / "cut", "--resume_from_checkpoint", "latest"))
+    assert resumed["steps"] == full["steps"]
+    expected, got = weights(tmp_path / "full"), weights(tmp_path / "cut")
+    for name in expected:
+        assert torch.equal(expected[name], got[name]), f"{name}: resumed at step {step} of {full['steps']}"

@@ -10,7 +10,7 @@ from .cli import (
     load_tokenizer,
     main,
 )
-from .trainer import FinetuneTrainingLoop
+from .trainer import FinetuneTrainingArguments, FinetuneTrainingLoop
 
-__all__ = ["DataArguments", "FinetuneDataArguments", "FinetuneModelArguments", "FinetuneTrainingLoop",
-           "ModelArguments", "build_model", "load_tokenizer", "main"]
+__all__ = ["DataArguments", "FinetuneDataArguments", "FinetuneModelArguments", "FinetuneTrainingArguments",
+           "FinetuneTrainingLoop", "ModelArguments", "build_model", "load_tokenizer", "main"]

@@ -36,7 +36,6 @@ from transformers import AutoTokenizer
 
 from ...cards import write_model_card
 from ...registry import FamiliesWithHead
-from ..core.arguments import EngineArguments
 from ..core.cards import engine_card_arguments
 from ..core.cli import (
     CommandLineParser,
@@ -55,7 +54,7 @@ from ..core.run_files import save_metrics
 from .char_features import DataCollatorForCharTagging, add_char_input_ids
 from .pretrained_embeddings import check_embedding_source, initialise_embeddings
 from .tasks import TASKS, FinetuneTask, load_raw_splits, prepare_task
-from .trainer import BATCH_DEFAULTS, FINETUNE_DEFAULTS, FinetuneTrainingLoop, Split
+from .trainer import BATCH_DEFAULTS, FINETUNE_DEFAULTS, FinetuneTrainingArguments, FinetuneTrainingLoop, Split
 
 logger = get_logger(__name__)
 
@@ -153,20 +152,20 @@ def finetune_recipe(model_args: ModelArguments, task: str) -> tuple[dict[str, An
 def build_parser() -> CommandLineParser:
     """The command line's parser: its flags and ``--help``."""
     return CommandLineParser(
-        (ModelArguments, DataArguments, EngineArguments),
+        (ModelArguments, DataArguments, FinetuneTrainingArguments),
         description="Fine-tune a model of the package on sequence classification, token classification or "
                     "extractive QA.",
         epilog=__doc__)  # the module docstring, with its examples
 
 
-def parse_arguments(argv: list[str] | None = None) -> tuple[ModelArguments, DataArguments, EngineArguments]:
+def parse_arguments(argv: list[str] | None = None) -> tuple[ModelArguments, DataArguments, FinetuneTrainingArguments]:
     """``(model_args, data_args, training_args)`` of ``argv``, the training arguments completed by the recipe."""
     model_args, data_args, training_args = parse_command_line(build_parser(), argv)
     recipe, defaults = finetune_recipe(model_args, data_args.task)
     return model_args, data_args, training_args.with_recipe(recipe, defaults)
 
 
-def choose_actions(args: EngineArguments, splits: dict[str, Any]) -> EngineArguments:
+def choose_actions(args: FinetuneTrainingArguments, splits: dict[str, Any]) -> FinetuneTrainingArguments:
     """The run's actions: without any of ``--do_train/--do_eval/--do_predict``, train, evaluate when there is
     held-out data and predict when there is a test split. Evaluation needs held-out data, prediction a test split."""
     if not (args.do_train or args.do_eval or args.do_predict):

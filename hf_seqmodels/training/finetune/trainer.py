@@ -2,8 +2,9 @@
 
 One update reads global batches of tokenised features in a seeded order per epoch (``seed + epoch``), collated
 by the task's collator. With ``P`` processes, global batch ``k`` holds ``per_device_train_batch_size × P``
-features and process ``p`` takes its rows ``p, p + P, ...``; each process weights its mean loss by its share of
-the batch's targets (:func:`~.tasks.target_counts`: examples, or the labelled tokens of a token-level loss,
+features (``--group_by_length``: features of similar length; ``--max_tokens_per_batch``: as many as fit in that
+many padded tokens) and process ``p`` takes its rows ``p, p + P, ...``; each process weights its mean loss by its
+share of the batch's targets (:func:`~.tasks.target_counts`: examples, or the labelled tokens of a token-level loss,
 so padding and ``-100`` labels count for nothing), and :func:`~..core.loop.share_counts` extends the share
 to the batches of an update: ``P`` processes and ``G`` accumulated batches make exactly the update of one
 process reading them all at once.
@@ -17,7 +18,7 @@ loop's (:mod:`..core.loop`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,9 @@ from accelerate.utils import gather_object
 from datasets import Dataset
 from tqdm.auto import tqdm
 
+from ...models.config_utils import invalid
 from ..core.arguments import EngineArguments
+from ..core.length_batches import EpochPermutation, LengthGroups
 from ..core.loop import TrainingLoop, process_share, share_counts
 from .tasks import BOOKKEEPING_COLUMNS, FinetuneTask, target_counts
 
@@ -37,6 +40,27 @@ FINETUNE_DEFAULTS = {"optim": "adamw_torch", "learning_rate": 5e-5, "lr_schedule
                      "per_device_train_batch_size": 8, "per_device_eval_batch_size": 8}
 #: a model trained from a preset takes the optimisation from the preset's recipe; these only fill what it lacks
 BATCH_DEFAULTS = {"per_device_train_batch_size": 8, "per_device_eval_batch_size": 8}
+
+
+@dataclass
+class FinetuneTrainingArguments(EngineArguments):
+    """The loop's arguments plus how fine-tuning batches its features (transformers' ``group_by_length``, and the
+    translation script's ``max_tokens_per_batch``, which replaces ``per_device_train_batch_size`` × processes
+    features when given and batches by length too)."""
+
+    group_by_length: bool = field(default=False, metadata={"help": (
+        "batches of features of similar length (less padding, few padded lengths for a compiled step), visited in "
+        "a new order every epoch")})
+    max_tokens_per_batch: int | None = field(default=None, metadata={"help": (
+        "padded tokens per global batch, batching by length (replaces --per_device_train_batch_size)")})
+
+    def check(self):
+        super().check()
+        if not isinstance(self.group_by_length, bool):
+            raise invalid("group_by_length", self.group_by_length, "True or False")
+        if self.max_tokens_per_batch is not None and (isinstance(self.max_tokens_per_batch, bool)
+                                                      or self.max_tokens_per_batch < 1):
+            raise invalid("max_tokens_per_batch", self.max_tokens_per_batch, "an integer >= 1")
 
 
 def model_rows(features: Dataset) -> list[dict[str, Any]]:
@@ -52,38 +76,55 @@ def loss_is_per_sentence(model) -> bool:
 class FeatureBatches:
     """Global batches of features in a seeded order per epoch; this process's rows of each, collated.
 
-    ``len()`` is the number of global batches of an epoch: the last, partial one is kept when it gives every
-    process at least one row. ``batch(index, epoch)`` is deterministic, so a resumed run reads what an
-    uninterrupted one would have read.
+    By default an epoch draws the features in a new random order and cuts it into global batches of ``batch_size``;
+    ``len()`` is their number, the last, partial one kept when it gives every process at least one row. With
+    ``group_by_length`` (or a ``max_tokens`` budget of padded tokens instead of ``batch_size``) the features are
+    sorted by length, ties in a random order drawn once from ``seed`` (a file grouped by label must not give batches
+    of one label), cut into batches once, and the batches are visited in a new order every epoch
+    (:class:`~..core.length_batches.LengthGroups`): less padding, and few padded lengths for a compiled step.
+    ``batch(index, epoch)`` is deterministic either way, so a resumed run reads what an uninterrupted one would have
+    read.
     """
 
     carries_state = False
 
-    def __init__(self, rows: list[dict[str, Any]], targets: np.ndarray, collator, *, batch_size: int,
-                 seed: int, process_index: int = 0, num_processes: int = 1):
+    def __init__(self, rows: list[dict[str, Any]], targets: np.ndarray, collator, *, batch_size: int | None = None,
+                 seed: int, process_index: int = 0, num_processes: int = 1, group_by_length: bool = False,
+                 max_tokens: int | None = None):
         if len(rows) < num_processes:
             raise ValueError(f"{len(rows)} training features cannot give each of {num_processes} processes a row.")
         self.rows, self.targets, self.collator = rows, targets, collator
         self.batch_size, self.seed = batch_size, seed
         self.process_index, self.num_processes = process_index, num_processes
-        self._order: tuple[int, torch.Tensor] | None = None
+        self.groups: LengthGroups | None = None
+        if group_by_length or max_tokens is not None:
+            lengths = np.fromiter((len(row["input_ids"]) for row in rows), dtype=np.int64, count=len(rows))
+            ties = torch.randperm(len(rows), generator=torch.Generator().manual_seed(seed)).numpy()
+            self.groups = LengthGroups(np.lexsort((ties, lengths)), lengths, seed=seed, process_index=process_index,
+                                       num_processes=num_processes, item="example", items="training features",
+                                       **({"max_tokens": max_tokens} if max_tokens is not None else
+                                          {"batch_size": batch_size}))
+        self.permutation = EpochPermutation(len(rows), seed)
 
     def __len__(self) -> int:
+        if self.groups is not None:
+            return len(self.groups)
         full, rest = divmod(len(self.rows), self.batch_size)
         return full + (rest >= self.num_processes)
 
-    def _permutation(self, epoch: int) -> torch.Tensor:
-        if self._order is None or self._order[0] != epoch:
-            generator = torch.Generator().manual_seed(self.seed + epoch)
-            self._order = (epoch, torch.randperm(len(self.rows), generator=generator))
-        return self._order[1]
+    def picks(self, index: int, epoch: int = 0) -> tuple[list[int], list[int]]:
+        """``(the features of global batch index of epoch, this process's rows of them)``."""
+        if self.groups is not None:
+            group, mine = self.groups.rows(index, epoch)
+            return group.tolist(), mine.tolist()
+        picks = self.permutation(epoch)[index * self.batch_size : (index + 1) * self.batch_size].tolist()
+        return picks, picks[self.process_index :: self.num_processes]
 
     def batch(self, index: int, epoch: int = 0) -> dict[str, Any]:
         """This process's rows of global batch ``index``, collated; ``num_targets`` counts the global batch's
         targets and ``local_targets`` this process's, ``num_tokens`` its tokens (not padding): counted here, on the
         CPU, as counting them on the device would make the host wait for it."""
-        picks = self._permutation(epoch)[index * self.batch_size : (index + 1) * self.batch_size].tolist()
-        mine = picks[self.process_index :: self.num_processes]
+        picks, mine = self.picks(index, epoch)
         batch = dict(self.collator([self.rows[i] for i in mine]))
         batch["num_targets"] = int(self.targets[picks].sum())
         batch["local_targets"] = int(self.targets[mine].sum())
@@ -105,7 +146,7 @@ class FinetuneTrainingLoop(TrainingLoop):
     """Fine-tuning of a ``…ForSequenceClassification``, ``…ForTokenClassification`` or ``…ForQuestionAnswering``."""
 
     def __init__(self, model, tokenizer, task: FinetuneTask, train_features: Dataset | None,
-                 validation: Split | None, args: EngineArguments, accelerator: Accelerator,
+                 validation: Split | None, args: FinetuneTrainingArguments, accelerator: Accelerator,
                  task_defaults: dict[str, Any] | None = None):
         self.task, self.validation = task, validation
         self.train_features = train_features
@@ -124,9 +165,11 @@ class FinetuneTrainingLoop(TrainingLoop):
         collator = self.task.collator  # transformers' padding collators: dataclasses with pad_to_multiple_of
         if self.pad_to_multiple_of and hasattr(collator, "pad_to_multiple_of"):
             collator = replace(collator, pad_to_multiple_of=self.pad_to_multiple_of)
+        sizes = ({"max_tokens": args.max_tokens_per_batch} if args.max_tokens_per_batch else
+                 {"batch_size": args.per_device_train_batch_size * acc.num_processes})
         return FeatureBatches(model_rows(features), target_counts(self.task.name, features, self.per_sentence),
-                              collator, batch_size=args.per_device_train_batch_size * acc.num_processes,
-                              seed=args.seed, process_index=acc.process_index, num_processes=acc.num_processes)
+                              collator, seed=args.seed, process_index=acc.process_index,
+                              num_processes=acc.num_processes, group_by_length=args.group_by_length, **sizes)
 
     def compute_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, int]:
         total, local, num_tokens = batch.pop("num_targets"), batch.pop("local_targets"), batch.pop("num_tokens")
@@ -156,6 +199,11 @@ class FinetuneTrainingLoop(TrainingLoop):
 
     def card_arguments(self) -> dict[str, Any]:
         args, world = self.args, self.accelerator.num_processes
+        if args.max_tokens_per_batch:
+            return {"task": self.task.name, "batch (global, by length)": f"{args.max_tokens_per_batch} tokens"}
+        if args.group_by_length:
+            return {"task": self.task.name,
+                    "batch (global, by length)": f"{args.per_device_train_batch_size * world} examples"}
         return {"task": self.task.name, "batch (global, examples)": args.per_device_train_batch_size * world}
 
     def results(self, train_seconds: float) -> dict[str, Any]:
@@ -215,5 +263,5 @@ class FinetuneTrainingLoop(TrainingLoop):
         return metrics, self.task.records(outputs, split.features, split.examples)
 
 
-__all__ = ["BATCH_DEFAULTS", "FINETUNE_DEFAULTS", "FeatureBatches", "FinetuneTrainingLoop", "Split",
-           "loss_is_per_sentence", "model_rows"]
+__all__ = ["BATCH_DEFAULTS", "FINETUNE_DEFAULTS", "FeatureBatches", "FinetuneTrainingArguments", "FinetuneTrainingLoop",
+           "Split", "loss_is_per_sentence", "model_rows"]

@@ -36,9 +36,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ...models.config_utils import invalid
 from ...tokenization import TextFile
 from ...tokenization.special_tokens import with_special_token_switches
+from ..core.length_batches import LengthGroups
 from ..core.text import pad_right, parallel_file_kind
 
 
@@ -282,7 +282,7 @@ def pair_lengths(pairs) -> tuple[np.ndarray, np.ndarray]:
     return tuple(np.fromiter(map(len, side), dtype=np.int64, count=len(side)) for side in sides)
 
 
-class LengthBatches:
+class LengthBatches(LengthGroups):
     """Batches of sentence pairs of similar length, in a seeded random order per epoch.
 
     ``pairs`` are :class:`EncodedPairs` in RAM or :class:`~.token_pairs.TokenPairs` read from
@@ -291,10 +291,10 @@ class LengthBatches:
     batches of ``batch_size`` pairs, or of as many pairs as fit in ``max_tokens`` padded tokens
     (``rows × longest side``). Global batch ``k`` of epoch ``e`` is the ``k``-th of a permutation
     drawn with seed ``seed + e``; process ``p`` of ``P`` takes its rows ``p, p + P, ...``, so ``P``
-    processes together read exactly the batches one process would. Batches with fewer pairs than
-    processes are dropped. ``pad_to_multiple_of`` rounds each side's padded length up to a multiple of it (on a
-    GPU: tensor-core shapes, and few distinct shapes for a compiled step); the token budget counts the unpadded
-    longest side.
+    processes together read exactly the batches one process would (:class:`~..core.length_batches.LengthGroups`).
+    Batches with fewer pairs than processes are dropped. ``pad_to_multiple_of`` rounds each side's padded length up
+    to a multiple of it (on a GPU: tensor-core shapes, and few distinct shapes for a compiled step); the token budget
+    counts the unpadded longest side.
     """
 
     carries_state = False
@@ -302,66 +302,19 @@ class LengthBatches:
     def __init__(self, pairs, pad_token_id: int, *, batch_size: int | None = None,
                  max_tokens: int | None = None, seed: int = 0, process_index: int = 0, num_processes: int = 1,
                  pad_to_multiple_of: int | None = None):
-        if (batch_size is None) == (max_tokens is None):
-            raise ValueError("Give exactly one of batch_size (sentences per batch) and max_tokens (tokens per batch).")
-        self.pairs, self.pad_token_id, self.seed = pairs, pad_token_id, seed
-        self.process_index, self.num_processes = process_index, num_processes
+        self.pairs, self.pad_token_id = pairs, pad_token_id
         self.pad_to_multiple_of = pad_to_multiple_of
         source_lengths, self.target_lengths = pair_lengths(pairs)
-        self.order = np.lexsort((self.target_lengths, source_lengths))  # (N,) by source, then target length
-        if batch_size:
-            starts = self._by_count(len(self.order), batch_size)
-        else:
-            starts = self._by_tokens(np.maximum(source_lengths, self.target_lengths)[self.order], max_tokens)
-        bounds = np.stack([starts, np.append(starts[1:], len(self.order))], axis=1)  # (G, 2) group [start, end)
-        self.bounds = bounds[bounds[:, 1] - bounds[:, 0] >= num_processes]
-        if not len(self.bounds):
-            raise ValueError(f"{len(pairs)} sentence pairs do not fill one batch for {num_processes} process(es).")
-        self._order: tuple[int, torch.Tensor] | None = None
-
-    @staticmethod
-    def _by_count(count: int, batch_size: int) -> np.ndarray:
-        if batch_size < 1:
-            raise invalid("per_device_train_batch_size", batch_size, "an integer >= 1")
-        return np.arange(0, count, batch_size, dtype=np.int64)
-
-    @staticmethod
-    def _by_tokens(sizes: np.ndarray, max_tokens: int) -> np.ndarray:
-        """The start of every group of the length-sorted ``sizes`` (the longer side of each pair), greedily
-        as many pairs as fit in ``max_tokens`` padded tokens."""
-        too_long = np.flatnonzero(sizes > max_tokens)
-        if len(too_long):
-            size = int(sizes[too_long[0]])
-            raise invalid("max_tokens_per_batch", max_tokens, f"at least the longest sentence ({size} tokens)")
-        starts, rows, longest = [], 0, 0
-        for position, size in enumerate(sizes.tolist()):
-            if rows and (rows + 1) * max(longest, size) > max_tokens:
-                rows, longest = 0, 0
-            if not rows:
-                starts.append(position)
-            rows, longest = rows + 1, max(longest, size)
-        return np.array(starts, dtype=np.int64)
-
-    def __len__(self) -> int:
-        return len(self.bounds)
-
-    def group(self, index: int) -> np.ndarray:
-        """The pair indices ``(rows,)`` of global batch ``index`` (before the epoch's permutation)."""
-        start, end = self.bounds[index]
-        return self.order[start:end]
-
-    def _permutation(self, epoch: int) -> torch.Tensor:
-        if self._order is None or self._order[0] != epoch:
-            generator = torch.Generator().manual_seed(self.seed + epoch)
-            self._order = (epoch, torch.randperm(len(self.bounds), generator=generator))
-        return self._order[1]
+        order = np.lexsort((self.target_lengths, source_lengths))  # (N,) by source, then target length
+        super().__init__(order, np.maximum(source_lengths, self.target_lengths), batch_size=batch_size,
+                         max_tokens=max_tokens, seed=seed, process_index=process_index, num_processes=num_processes)
 
     def batch(self, index: int, epoch: int = 0) -> dict[str, torch.Tensor]:
         """This process's rows of global batch ``index`` of ``epoch``, collated; ``num_items_in_batch`` is
         the number of target tokens of the whole global batch (all processes), ``num_tokens`` of these rows
         (counted here, on the CPU: on the device the count would make the host wait for it)."""
-        group = self.group(int(self._permutation(epoch)[index]))
-        rows = group[self.process_index :: self.num_processes].tolist()
+        group, rows = self.rows(index, epoch)
+        rows = rows.tolist()
         batch = collate_pairs([self.pairs.sources[i] for i in rows], [self.pairs.targets[i] for i in rows],
                               self.pad_token_id, self.pad_to_multiple_of)
         batch["num_items_in_batch"] = int(self.target_lengths[group].sum())

@@ -143,9 +143,18 @@ def test_a_recipe_turns_bf16_on_and_the_command_line_turns_it_off(tmp_path, fres
         assert json.loads((out / "training_args.json").read_text())["bf16"] is expected
 
 
-def test_a_user_mistake_is_one_line_with_exit_status_two(tmp_path):
+def test_a_user_mistake_is_one_line_with_exit_status_two(tmp_path, capsys):
+    """One real process for the exit status and a stderr of one line, import warnings included; the other mistakes
+    go through the same :func:`run_command` in this process."""
+    from hf_seqmodels.training.core.cli import run_command
+
     train = tmp_path / "train.txt"
     train.write_text(CORPUS)
+    base = ["--train_file", str(train), "--output_dir", str(tmp_path / "o")]
+    result = run_script("train_lm.py", *base, "--preset", "tny")
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "`--preset`='tny'" in lines[0]
     cases = {
         ("--preset", "tny"): "`--preset`='tny'",
         ("--preset", "tiny", "--optim", "adam"): "`optim`='adam'",
@@ -154,17 +163,15 @@ def test_a_user_mistake_is_one_line_with_exit_status_two(tmp_path):
             "options of the zaremba schedule",
     }
     for flags, named in cases.items():
-        result = run_script("train_lm.py", "--train_file", str(train), "--output_dir", str(tmp_path / "o"), *flags)
-        lines = result.stderr.strip().splitlines()
-        assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-        assert named in lines[0]
-    missing = run_script("train_lm.py", "--train_file", str(tmp_path / "nope.txt"), "--preset", "tiny",
-                         "--output_dir", str(tmp_path / "o"), "--disable_tqdm")
-    assert missing.returncode == 2 and missing.stderr.strip().splitlines()[-1] == (
-        f"error: `--train_file` {str(tmp_path / 'nope.txt')!r} does not exist.")
-    debug = run_script("train_lm.py", "--train_file", str(train), "--output_dir", str(tmp_path / "o"),
-                       "--preset", "tny", "--debug")
-    assert debug.returncode == 1 and "Traceback" in debug.stderr  # --debug shows where it came from
+        assert run_command(lm_main, [*base, *flags]) == 2, flags
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and named in lines[0], lines
+    missing = str(tmp_path / "nope.txt")
+    assert run_command(lm_main, ["--train_file", missing, "--preset", "tiny", "--output_dir", str(tmp_path / "o"),
+                                 "--disable_tqdm"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: `--train_file` {missing!r} does not exist."
+    with pytest.raises(ValueError, match="tny"):  # --debug shows where it came from: the error is not caught
+        run_command(lm_main, [*base, "--preset", "tny", "--debug"])
 
 
 def test_a_missing_data_file_is_one_line_naming_the_flag_and_the_path_in_every_script(tmp_path, capsys):

@@ -1,7 +1,9 @@
 """Our models as users of transformers' example scripts meet them: each test follows an example script step by
 step through the same public APIs (``datasets.map`` preprocessing, transformers' data collators, ``Trainer`` and
-``Seq2SeqTrainer``) on a tiny model and toy data written here, once with the package imported and once from a
-saved folder loaded with ``trust_remote_code=True`` in a Python process that cannot import the package.
+``Seq2SeqTrainer``) on a tiny model and toy data written here, with the package imported. The saved folder loaded
+with ``trust_remote_code=True`` in a Python process that cannot import the package runs the same clients for
+:data:`SHORT_RUN`'s few steps, and must report what the package's classes report for those steps: the same
+preprocessing, losses, predictions and label names, so that it learns what the package's classes learn.
 
 The client functions below use transformers and datasets only, so the very same code runs in that process: its
 source is sent there with :func:`inspect.getsource`.
@@ -141,11 +143,17 @@ def corpus_tokenizer(tmp_path, lines, **kwargs):
 
 
 # ---------------------------------------------------------- the clients: transformers and datasets only
+#: what the clients' training arguments are overridden with: nothing for the full runs; SHORT_RUN for the runs that
+#: compare the saved folder's remote code with the package's classes
+OVERRIDES: dict = {}
+SHORT_RUN = {"max_steps": 3}
+
+
 def client_args(out, args_class=None, **overrides):
     fields = dict(output_dir=out, per_device_train_batch_size=16, per_device_eval_batch_size=32, learning_rate=1e-2,
                   num_train_epochs=8, use_cpu=True, save_strategy="no", logging_steps=10, report_to="none", seed=0,
                   disable_tqdm=True)
-    fields.update(overrides)
+    fields.update(overrides, **OVERRIDES)
     return (args_class or TrainingArguments)(**fields)
 
 
@@ -454,26 +462,36 @@ def run_with_package(name, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def reports_without_package(tmp_path_factory):
-    """Every case saved to a folder and run by its client in one process without the package."""
+def short_reports(tmp_path_factory):
+    """Every case saved to a folder, then run by its client for :data:`SHORT_RUN`'s steps twice: here, from the
+    package's model that was saved, and in one process without the package, from the folder. Both on one thread,
+    so that the two runs add up their floats alike."""
     root = tmp_path_factory.mktemp("saved")
-    jobs = []
-    for name, (case, client) in CASES.items():
-        folder = root / name
-        folder.mkdir()
-        model, tokenizer, data, auto_class = case(folder)
-        model.save_pretrained(folder / "model")
-        tokenizer.save_pretrained(folder / "model")
-        jobs.append({"name": name, "folder": str(folder / "model"), "auto": auto_class, "client": client.__name__,
-                     "data": data, "out": str(folder / "out")})
+    jobs, package_reports = [], {}
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    OVERRIDES.update(SHORT_RUN)
+    try:
+        for name, (case, client) in CASES.items():
+            folder = root / name
+            folder.mkdir()
+            model, tokenizer, data, auto_class = case(folder)
+            model.save_pretrained(folder / "model")
+            tokenizer.save_pretrained(folder / "model")
+            jobs.append({"name": name, "folder": str(folder / "model"), "auto": auto_class,
+                         "client": client.__name__, "data": data, "out": str(folder / "out")})
+            package_reports[name] = client(model, tokenizer, data, str(folder / "package-out"))
+    finally:
+        OVERRIDES.clear()
+        torch.set_num_threads(previous_threads)
     (root / "jobs.json").write_text(json.dumps(jobs))
     sources = "".join(textwrap.dedent(inspect.getsource(f)) + "\n"
                       for f in (client_args, *(client for _, client in CASES.values())))
-    script = CLIENT_IMPORTS + sources + textwrap.dedent(
+    script = CLIENT_IMPORTS + f"OVERRIDES = {SHORT_RUN!r}\n" + sources + textwrap.dedent(
         """
+        torch.set_num_threads(1)
         reports = {}
         for job in json.load(open("jobs.json")):
-            torch.manual_seed(0)
             model = getattr(transformers, job["auto"]).from_pretrained(job["folder"], trust_remote_code=True)
             tokenizer = transformers.AutoTokenizer.from_pretrained(job["folder"], trust_remote_code=True)
             report = globals()[job["client"]](model, tokenizer, job["data"], job["out"])
@@ -482,40 +500,45 @@ def reports_without_package(tmp_path_factory):
         print(json.dumps(reports))
         """)
     result = run_in_python_without_package(script, cwd=root, timeout=600)
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    # through JSON as the other process's reports came: tuples become lists, integer keys strings
+    return json.loads(json.dumps(package_reports)), json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def report_of(name, where, tmp_path, request):
-    if where == "package":
-        return run_with_package(name, tmp_path)
-    report = request.getfixturevalue("reports_without_package")[name]
-    assert report["module"].startswith("transformers_modules")  # our remote code, not the package
-    return report
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_saved_folder_trains_like_the_package(name, short_reports):
+    """The remote code, loaded through its Auto class, preprocessed, trained and evaluated by the client as the
+    package's class is: the full runs' learning checks below then hold for it too."""
+    package_reports, remote_reports = short_reports
+    remote = dict(remote_reports[name])
+    assert remote.pop("module").startswith("transformers_modules")  # our remote code, not the package
+    expected = package_reports[name]
+    assert remote.keys() == expected.keys()
+    for key, value in expected.items():
+        if isinstance(value, float):
+            assert remote[key] == pytest.approx(value, rel=1e-5), key
+        else:
+            assert remote[key] == value, key
+    assert expected["after"] != expected["before"]  # the steps trained
 
 
-WHERE = pytest.mark.parametrize("where", ["package", pytest.param("saved_folder", marks=pytest.mark.slow)])
-
-
-@WHERE
-def test_causal_lm_with_group_texts_and_trainer(where, tmp_path, request):
-    report = report_of("causal_lm", where, tmp_path, request)
+def test_causal_lm_with_group_texts_and_trainer(tmp_path):
+    report = run_with_package("causal_lm", tmp_path)
     assert report["block_lengths"] == [16]
     assert report["after"] < 0.6 * report["before"]
     assert report["perplexity"] < 15
 
 
-@WHERE
-def test_masked_lm_with_the_masking_collator(where, tmp_path, request):
-    report = report_of("masked_lm", where, tmp_path, request)
+def test_masked_lm_with_the_masking_collator(tmp_path):
+    report = run_with_package("masked_lm", tmp_path)
     assert report["mask_token"] == "[MASK]"
     # from uniform guessing (log |V|) to below the words' unigram entropy (2.89 nats) on this toy text; transformers'
     # own BertForMaskedLM of the same size, seeded alike, ends at the same loss in the same steps
     assert report["after"] < 0.85 * report["before"]
 
 
-@WHERE
-def test_text_classification_reads_label2id_from_the_config(where, tmp_path, request):
-    report = report_of("text_classification", where, tmp_path, request)
+def test_text_classification_reads_label2id_from_the_config(tmp_path):
+    report = run_with_package("text_classification", tmp_path)
     assert report["label2id"] == {"negative": 0, "positive": 1}
     assert report["id2label"] == {"0": "negative", "1": "positive"}
     assert report["predictions_shape"] == [60, 2]
@@ -523,17 +546,15 @@ def test_text_classification_reads_label2id_from_the_config(where, tmp_path, req
     assert report["after"] < 0.5 * report["before"] and report["accuracy"] >= 0.9
 
 
-@WHERE
-def test_token_classification_aligns_labels_with_word_ids(where, tmp_path, request):
-    report = report_of("token_classification", where, tmp_path, request)
+def test_token_classification_aligns_labels_with_word_ids(tmp_path):
+    report = run_with_package("token_classification", tmp_path)
     assert report["labelled"] == report["words"]  # one label per word, on its first piece
     assert report["pieces"] > report["words"] + 2 * 40  # some words were split into pieces (beyond CLS/SEP)
     assert report["after"] < 0.5 * report["before"] and report["accuracy"] >= 0.9
 
 
-@WHERE
-def test_translation_with_seq2seq_trainer_learns_to_stop(where, tmp_path, request):
-    report = report_of("translation", where, tmp_path, request)
+def test_translation_with_seq2seq_trainer_learns_to_stop(tmp_path):
+    report = run_with_package("translation", tmp_path)
     assert report["labels_end_with_eos"]  # without <eos> in the labels the mean generated length is 31 here
     generated, reference = report["generated_lengths"], report["reference_lengths"]
     assert abs(sum(generated) / len(generated) - sum(reference) / len(reference)) <= 2, (generated, reference)
@@ -542,16 +563,14 @@ def test_translation_with_seq2seq_trainer_learns_to_stop(where, tmp_path, reques
     assert report["after"] < 0.5 * report["before"]
 
 
-@WHERE
-def test_question_answering_with_offsets(where, tmp_path, request):
-    report = report_of("question_answering", where, tmp_path, request)
+def test_question_answering_with_offsets(tmp_path):
+    report = run_with_package("question_answering", tmp_path)
     assert report["labelled_spans_exact"]  # the offsets map the answer's characters to its tokens and back
     assert report["logits_shape"] == [40, 32]
     assert report["after"] < 0.5 * report["before"] and report["exact_match"] >= 0.8
 
 
-@WHERE
-def test_multiple_choice_with_its_collator(where, tmp_path, request):
-    report = report_of("multiple_choice", where, tmp_path, request)
+def test_multiple_choice_with_its_collator(tmp_path):
+    report = run_with_package("multiple_choice", tmp_path)
     assert report["predictions_shape"] == [40, 4]
     assert report["after"] < 0.5 * report["before"] and report["accuracy"] >= 0.9

@@ -86,7 +86,7 @@ def loop(cls, model, batches, tmp_path, accumulation: int = 1, **kwargs):
     settings = dict(output_dir=str(tmp_path), optim="adamw_torch", learning_rate=0.1, lr_scheduler_type="constant",
                     gradient_accumulation_steps=accumulation, max_grad_norm=0, plot=False, disable_tqdm=True,
                     use_cpu=True, num_train_epochs=1)
-    args = EngineArguments(**{**settings, **kwargs})
+    args = EngineArguments(**{**settings, **kwargs}).filled()  # as the train_* functions fill them
     return cls(model, None, args, Accelerator(cpu=True), batches=batches)
 
 

@@ -125,7 +125,7 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
             raise invalid("dataloader_num_workers", args.dataloader_num_workers,
                           f"0 for {type(self).__name__}, whose batches are slices of tensors already in memory")
         self.model_class = type(model)  # FSDP2 changes the class of the model it shards
-        vocab_size = getattr(model.config, "vocab_size", None)
+        vocab_size = getattr(getattr(model, "config", None), "vocab_size", None)
         if tokenizer is not None and isinstance(vocab_size, int) and vocab_size < len(tokenizer):
             raise ValueError(f"The model's vocab_size={vocab_size} is smaller than the tokenizer's {len(tokenizer)} "
                              "tokens: give the tokenizer the model was trained with.")

@@ -48,8 +48,8 @@ TASK_KEYS = {"bptt": "block_size", "shuffle_windows": "shuffle_windows"}
 #: every key a recipe may hold, in the order a recipe lists them
 RECIPE_KEYS = ("optim", "learning_rate", *ADAM_KEYS, "lr_scheduler_type", "lr_scheduler_kwargs", *SCHEDULE_OPTIONS,
                "warmup_steps", "weight_decay", "max_grad_norm", "per_device_train_batch_size",
-               "gradient_accumulation_steps", "bptt", "num_train_epochs", "max_steps", "bf16", "torch_compile",
-               "shuffle_windows")
+               "gradient_accumulation_steps", "bptt", "num_train_epochs", "max_steps", "bf16", "bf16_weights",
+               "torch_compile", "shuffle_windows")
 #: the recipe keys that are fields of every task's training arguments: what a paper fixes about the optimisation,
 #: the precision and compilation
 TRAINING_KEYS = tuple(key for key in RECIPE_KEYS if key not in SCHEDULE_OPTIONS and key not in TASK_KEYS)

@@ -183,3 +183,15 @@ def test_tf32_is_what_inductor_reads_on_a_gpu():
         assert torch.backends.cuda.matmul.fp32_precision == "tf32"
     finally:
         torch.set_float32_matmul_precision(before)
+
+
+def test_a_recipe_s_bf16_weights_apply_on_a_gpu_with_the_run_s_bf16_only(gpu, cpu, preset_arguments):
+    gpu(True)
+    assert preset_arguments().bf16_weights is True
+    assert preset_arguments("--bf16", "false").bf16_weights is False  # bf16 weights need bf16 autocast
+    assert preset_arguments("--bf16_weights", "false").bf16_weights is False
+    gpu(False)  # the recipe's bf16 is off on a GPU without bf16, and its bf16 weights with it
+    assert preset_arguments().bf16_weights is False
+    cpu(f"{PLAIN} avx512_bf16")  # a CPU that runs the recipe's bf16: the bf16 weights are explicit there
+    assert (preset_arguments().bf16, preset_arguments().bf16_weights) == (True, False)
+    assert preset_arguments("--bf16_weights").bf16_weights is True

@@ -10,11 +10,13 @@ new run in a folder holding another run's checkpoints; transformers 5 dropped th
 
 **Recipes.** The optimisation fields a paper fixes (``optim``, ``learning_rate``, ``lr_scheduler_type``,
 ``warmup_steps``, ``weight_decay``, the Adam constants, ``max_grad_norm``, ``num_train_epochs``,
-``max_steps``, the batch size, the task's window length, ``bf16`` and ``torch_compile``) default to ``None``:
+``max_steps``, the batch size, the task's window length, ``bf16``, ``bf16_weights`` and ``torch_compile``) default
+to ``None``:
 :meth:`EngineArguments.with_recipe` fills them from the preset's training recipe
 (:func:`hf_seqmodels.registry.training_recipe`), then from transformers' defaults. A flag given on the command
 line always wins. A recipe's ``bf16`` applies only on a device that runs bf16 faster than fp32 (a GPU with bf16, a
-CPU with AVX512-BF16 or AMX; :mod:`.precision`), its ``torch_compile`` on a GPU only. A recipe's learning rate,
+CPU with AVX512-BF16 or AMX; :mod:`.precision`), its ``torch_compile`` on a GPU only, and its ``bf16_weights`` on
+a GPU where the run's bf16 is on. A recipe's learning rate,
 schedule and optimizer constants belong to its optimizer: with another ``--optim`` they are not taken, and the
 optimizer's own defaults apply (SGD's learning rate of 1.0 never reaches AdamW). The names a recipe may use are
 :mod:`hf_seqmodels.recipes`'s; one that no task knows is an error naming it. A run fills its arguments once, where
@@ -43,7 +45,7 @@ from ...recipes import (
     TASK_KEYS,
     schedule_options,
 )
-from .precision import recipe_bf16_applies, recipe_compile_applies
+from .precision import gpu_recipe_setting_applies, recipe_bf16_applies
 
 STRATEGIES = ("no", "steps", "epoch")
 #: what a field is when neither the command line nor the recipe sets it (transformers' defaults, except the
@@ -51,7 +53,8 @@ STRATEGIES = ("no", "steps", "epoch")
 FALLBACKS: dict[str, Any] = {
     "optim": "adamw_torch", "lr_scheduler_type": "linear", "warmup_steps": 0, "weight_decay": 0.0,
     "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_epsilon": 1e-8, "max_grad_norm": 1.0, "num_train_epochs": 3.0,
-    "gradient_accumulation_steps": 1, "max_steps": -1, "bf16": False, "torch_compile": False,
+    "gradient_accumulation_steps": 1, "max_steps": -1, "bf16": False, "bf16_weights": False,
+    "torch_compile": False,
 }
 TRACKERS = tuple(t.value for t in LoggerType)  # accelerate's: tensorboard, wandb, mlflow, ... and "all"
 
@@ -131,6 +134,10 @@ class EngineArguments:
     bf16: bool | None = field(default=None, metadata={**_help(
         "bfloat16 mixed precision (accelerate autocast, fp32 master weights); --bf16 False turns a recipe's off "
         "(default: recipe, False)"), "nargs": "?", "const": True})  # a bare --bf16 is True, as in transformers
+    bf16_weights: bool | None = field(default=None, metadata={**_help(
+        "with --bf16: train with bfloat16 weights and a float32 master copy of them in the optimizer (half the "
+        "weight traffic of the forward and backward); checkpoints and the saved model hold the float32 weights; one "
+        "process or DDP (default: recipe on a GPU, False)"), "nargs": "?", "const": True})
     fp16: bool = field(default=False, metadata=_help("float16 mixed precision (GPU only)"))
     resume_from_checkpoint: str | None = field(default=None, metadata=_help(
         "'latest' (the newest checkpoint of --output_dir) or a checkpoint folder"))
@@ -336,7 +343,10 @@ class EngineArguments:
         if filled.get("bf16"):  # a recipe's bf16, never an explicit --bf16: only where the device runs it faster
             filled["bf16"] = recipe_bf16_applies(self.use_cpu)
         if filled.get("torch_compile"):  # likewise a recipe's torch_compile: only on a GPU
-            filled["torch_compile"] = recipe_compile_applies(self.use_cpu)
+            filled["torch_compile"] = gpu_recipe_setting_applies(self.use_cpu, "torch_compile")
+        if filled.get("bf16_weights"):  # and its bf16 weights: on a GPU, with the run's bf16
+            bf16 = filled.get("bf16", self.bf16)
+            filled["bf16_weights"] = bool(bf16) and gpu_recipe_setting_applies(self.use_cpu, "bf16_weights")
         return dataclasses.replace(self, **filled)
 
     def recipe_fields(self, recipe: dict[str, Any]) -> dict[str, Any]:

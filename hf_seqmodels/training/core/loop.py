@@ -58,6 +58,7 @@ from .compiling import compile_model
 from .device_batches import move_batch, padding_multiple, pins_memory, prefetched
 from .finished_run import FinishedRun
 from .launch import make_accelerator
+from .master_weights import MasterWeights
 from .optimizers import build_optimizer, group_settings, model_width, restore_group_settings
 from .plotting import plot_learning_rate, plot_loss_curves, write_history
 from .precision import configure_tf32
@@ -145,7 +146,9 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
         self.logging_steps, self.eval_steps, self.save_steps = (
             args.steps(name, self.total_steps) for name in ("logging_steps", "eval_steps", "save_steps"))
         configure_tf32(args.tf32, accelerator.device.type)
-        optimizer = build_optimizer(model, args)
+        #: ``--bf16_weights``: the float32 master copies of the model's bfloat16 weights, which the optimizer updates
+        self.master_weights = self.bf16_master_weights(model, args, accelerator)
+        optimizer = build_optimizer(model, args, self.master_weights)
         self.model, self.optimizer = accelerator.prepare(model, optimizer)
         if args.torch_compile:  # here rather than accelerate's dynamo_backend, which a second Accelerator ignores
             self.model = compile_model(model, self.model, backend=args.torch_compile_backend,
@@ -172,6 +175,24 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
         self.last_eval: dict[str, float] | None = None
         self.last_eval_step = -1
         self.stopping_early = False  # set when --early_stopping_patience evaluations in a row did not improve
+
+    def bf16_master_weights(self, model, args: EngineArguments, accelerator: Accelerator) -> MasterWeights | None:
+        """With ``--bf16_weights``, the model on the device with bfloat16 weights and their float32 master copies
+        (:mod:`.master_weights`); None without."""
+        if not args.bf16_weights:
+            return None
+        if not args.bf16:
+            raise invalid("bf16_weights", True, "False unless --bf16 is on (bfloat16 weights compute under its "
+                          "autocast)")
+        if self.sharded or self.deepspeed:
+            raise invalid("bf16_weights", True, "False under FSDP2 and DeepSpeed, which keep float32 master weights "
+                          "of their own (FSDP2's MixedPrecisionPolicy, DeepSpeed's bf16 section)")
+        return MasterWeights(model.to(accelerator.device))
+
+    def full_precision(self):
+        """A context in which the model holds its float32 weights, for saving and loading them: the master weights
+        with ``--bf16_weights`` (:meth:`.master_weights.MasterWeights.full_precision`), else the model as it is."""
+        return self.master_weights.full_precision() if self.master_weights else contextlib.nullcontext()
 
     # ---- the task hooks
     def task_defaults(self) -> dict[str, Any]:
@@ -310,12 +331,12 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
         elif self.deepspeed and self.accelerator.is_main_process:
             model = self.unsharded_model(self.deepspeed_weights())
         try:
-            path = save_checkpoint(self.args.output_dir, accelerator=self.accelerator, model=model,
-                                   optimizer=self.optimizer, scheduler=self.scheduler, trainer_state=self.state,
-                                   recurrent_state=self.carried, save_total_limit=self.args.save_total_limit,
-                                   optimizer_state=optimizer_state,
-                                   deepspeed_engine=self.model if self.deepspeed else None,
-                                   rank_files=self.checkpoint_rank_files())
+            with self.full_precision():
+                path = save_checkpoint(
+                    self.args.output_dir, accelerator=self.accelerator, model=model, optimizer=self.optimizer,
+                    scheduler=self.scheduler, trainer_state=self.state, recurrent_state=self.carried,
+                    save_total_limit=self.args.save_total_limit, optimizer_state=optimizer_state,
+                    deepspeed_engine=self.model if self.deepspeed else None, rank_files=self.checkpoint_rank_files())
         except CheckpointWriteError as error:  # disk full, read-only...: one line, exit status 1
             raise SystemExit(f"error: {error}") from error
         self.last_checkpoint_step, self.last_checkpoint = self.state.global_step, path
@@ -346,10 +367,11 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
             return
         model = self.accelerator.unwrap_model(self.model) if self.sharded else self.model
         settings = group_settings(self.optimizer)  # this run's weight decay and Adam constants
-        self.state, self.carried = load_checkpoint(
-            path, accelerator=self.accelerator, model=model, optimizer=self.optimizer, scheduler=self.scheduler,
-            unsharded_model=self.unsharded_model() if self.sharded else None,
-            deepspeed_engine=self.model if self.deepspeed else None, verify=False)  # resolve_checkpoint verified it
+        with self.full_precision():
+            self.state, self.carried = load_checkpoint(
+                path, accelerator=self.accelerator, model=model, optimizer=self.optimizer, scheduler=self.scheduler,
+                unsharded_model=self.unsharded_model() if self.sharded else None,
+                deepspeed_engine=self.model if self.deepspeed else None, verify=False)  # resolve_checkpoint verified it
         restore_group_settings(self.optimizer, settings)
         if self.state.windows_per_epoch != len(self.batches):
             raise ValueError(f"Checkpoint {str(path)!r} was trained with {self.state.windows_per_epoch} batches per "
@@ -476,8 +498,9 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
         the run's last one, so that the final model, its card and its results are the best checkpoint's."""
         path = Path(self.state.best_model_checkpoint)
         # one process, DDP or DeepSpeed ZeRO 0-2: the weights are whole on every process; FSDP2: its shards
-        load_weights(path, self.accelerator.unwrap_model(self.model),
-                     unsharded_model=self.unsharded_model() if self.sharded else None)
+        with self.full_precision():
+            load_weights(path, self.accelerator.unwrap_model(self.model),
+                         unsharded_model=self.unsharded_model() if self.sharded else None)
         step = checkpoint_step(path)
         evaluation = [r for r in self.state.history if r["step"] == step and self.args.best_metric_name in r]
         if evaluation:
@@ -565,6 +588,8 @@ class TrainingLoop(ShardedModelAccess, FinishedRun):
                     f"{len(self.batches)} batches/epoch, {self.args.gradient_accumulation_steps} per update, "
                     f"{self.total_steps} updates; {self.args.to_dict()}")
         results = self.run()
+        if self.master_weights:  # the saved model is the float32 master weights
+            self.master_weights.release()
         self.final_results, self.training_data = results, training_data
         self.save_final_model(results, training_data)
         if self.accelerator.is_main_process:

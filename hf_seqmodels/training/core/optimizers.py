@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from .arguments import EngineArguments
+from .master_weights import MasterWeights
 
 #: parameter names that never decay, as transformers' ``Trainer.get_decay_parameter_names`` has them: biases
 #: and normalisation weights (matched in the lower-cased dotted name)
@@ -55,11 +56,19 @@ def restore_group_settings(optimizer: torch.optim.Optimizer, settings: list[dict
         group.update(values)
 
 
-def build_optimizer(model: torch.nn.Module, args: EngineArguments) -> torch.optim.Optimizer:
+def build_optimizer(model: torch.nn.Module, args: EngineArguments,
+                    master_weights: MasterWeights | None = None) -> torch.optim.Optimizer:
     """``--optim``: plain SGD (Zaremba et al.) or AdamW (``adamw_torch_fused``: torch's fused kernel where the
     device has one) over the trainable parameters, ``weight_decay`` on all but biases and normalisation
-    weights (:func:`parameter_groups`)."""
+    weights (:func:`parameter_groups`). With ``master_weights`` (``--bf16_weights``) it updates their float32
+    copies of the parameters, and writes them back into the model after each step."""
     groups = parameter_groups(model, args.weight_decay)
+    if master_weights is not None:
+        return master_weights.attach(_optimizer(master_weights.optimizer_groups(groups), args))
+    return _optimizer(groups, args)
+
+
+def _optimizer(groups: list[dict[str, Any]], args: EngineArguments) -> torch.optim.Optimizer:
     if args.optim == "sgd":
         return torch.optim.SGD(groups, lr=args.learning_rate)
     fused = args.optim == "adamw_torch_fused" and all(

@@ -80,12 +80,14 @@ def recipe_bf16_applies(use_cpu: bool) -> bool:
     return fast
 
 
-def recipe_compile_applies(use_cpu: bool) -> bool:
-    """Whether a recipe's ``torch_compile=True`` applies on the run's device (a GPU); where not, say so in one line."""
+def gpu_recipe_setting_applies(use_cpu: bool, name: str) -> bool:
+    """Whether a recipe's GPU-only setting ``name`` (``torch_compile`` or ``bf16_weights``) applies on the run's
+    device: on a GPU; where not, say so in one line."""
     if training_device(use_cpu) == "cuda":
         return True
-    logger.info("The recipe's torch_compile is off: on a CPU compiling costs more time than it saves; pass "
-                "--torch_compile true to force it.")
+    why = {"torch_compile": "compiling costs more time than it saves",
+           "bf16_weights": "its gain is not measured"}.get(name, "it is meant for GPUs")
+    logger.info(f"The recipe's {name} is off: on a CPU {why}; pass --{name} true to force it.")
     return False
 
 
@@ -104,6 +106,6 @@ def configure_tf32(tf32: bool | None, device: str) -> None:
 
 
 __all__ = [
-    "CPUINFO", "FAST_BF16_CPU_FLAGS", "bf16_is_fast", "configure_tf32", "cpu_description", "recipe_bf16_applies",
-    "recipe_compile_applies", "training_device",
+    "CPUINFO", "FAST_BF16_CPU_FLAGS", "bf16_is_fast", "configure_tf32", "cpu_description", "gpu_recipe_setting_applies",
+    "recipe_bf16_applies", "training_device",
 ]

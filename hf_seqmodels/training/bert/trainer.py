@@ -23,6 +23,7 @@ from ...models.config_utils import invalid
 from ...models.cross_entropy import summed_cross_entropy
 from ..core.arguments import EngineArguments
 from ..core.launch import make_accelerator
+from ..core.length_batches import EpochPermutation
 from ..core.loop import TrainingLoop, perplexity, process_share, share_counts
 from .data import (
     PairExamples,
@@ -68,16 +69,10 @@ class MaskedPairBatches:
         self.whole_word_masking = whole_word_masking
         self.process_index, self.num_processes = process_index, num_processes
         self.pad_to_multiple_of = pad_to_multiple_of  # the padding is special: never masked
-        self._order: tuple[int, torch.Tensor] | None = None
+        self.permutation = EpochPermutation(len(examples), seed)
 
     def __len__(self) -> int:
         return len(self.examples) // self.batch_size
-
-    def _permutation(self, epoch: int) -> torch.Tensor:
-        if self._order is None or self._order[0] != epoch:
-            generator = torch.Generator().manual_seed(self.seed + epoch)
-            self._order = (epoch, torch.randperm(len(self.examples), generator=generator))
-        return self._order[1]
 
     def masked(self, rows: list[dict], seed: int) -> dict[str, torch.Tensor]:
         """Collate ``rows`` and mask them with a generator seeded by ``seed``."""
@@ -93,7 +88,7 @@ class MaskedPairBatches:
         """This process's rows of masked global batch ``index``; ``num_masked``/``num_pairs`` count the global batch,
         ``local_masked`` and ``num_tokens`` (not padding) these rows: counted here, on the CPU, as counting them on
         the device would make the host wait for it."""
-        picks = self._permutation(epoch)[index * self.batch_size : (index + 1) * self.batch_size]
+        picks = self.permutation(epoch)[index * self.batch_size : (index + 1) * self.batch_size]
         full = self.masked([self.examples[int(i)] for i in picks], seed=hash((self.seed, epoch, index)) % 2**63)
         mine = {k: v[self.process_index :: self.num_processes] for k, v in full.items()}
         mine["num_masked"] = int((full["labels"] != -100).sum())

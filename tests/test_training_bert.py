@@ -191,8 +191,8 @@ def test_pretraining_lowers_the_loss_and_resumes_exactly(tokenizer, tmp_path):
 
 
 def test_a_compiled_pretraining_step_is_one_graph_and_trains_like_eager(tokenizer, tmp_path, caplog):
-    """The masked-LM loss at the masked positions only (a row count read from the labels) stays inside the one
-    graph the step compiles to; aot_eager captures the graphs inductor would compile, without its codegen."""
+    """The masked-LM loss at the masked positions only (gathered at the positions the batches carry) stays inside
+    the one graph the step compiles to; aot_eager captures the graphs inductor would compile, without its codegen."""
     # earlier tests of this process compiled the same forward methods: past dynamo's recompile limit a
     # fullgraph compile finds no frame to compile, so this one starts from an empty cache, as a run does
     torch._dynamo.reset()

@@ -30,8 +30,6 @@ USED = {
                                  lambda: callable(PreTrainedModel._resize_token_embeddings)),
     "_prepare_generate_kwargs": ("pipelines.py: the translation pipeline's generate arguments (transformers >= 5.20)",
                                  lambda: callable(__import__("transformers").Pipeline._prepare_generate_kwargs)),
-    "_dynamo": ("training/core/compiling.py: dynamo's capture of data-dependent shapes under --torch_compile",
-                lambda: isinstance(torch._dynamo.config.capture_dynamic_output_shape_ops, bool)),
     "_prepare_cache_for_generation": ("models/stateful_generation.py, modeling_rnn_seq2seq.py: generate's cache",
                                       lambda: callable(GenerationMixin._prepare_cache_for_generation)),
 }

@@ -137,6 +137,32 @@ def test_batches_are_seeded_and_two_processes_split_one_global_batch(tokenizer):
         assert half["num_tokens"] == int(half["attention_mask"].sum())
 
 
+def test_batches_carry_masked_positions_only_when_the_loss_uses_them(tokenizer):
+    """Without ``masked_positions_only`` the batches carry no ``masked_lm_positions`` (nothing finds them); with it
+    they carry them (padded to a recurring size), the other tensors are the same and so is the loss."""
+    documents = tokenize_documents(split_documents(text_corpus(30, seed=2)), tokenizer)
+    examples = create_pretraining_examples(documents, SpecialIds.of(tokenizer), max_seq_length=32, seed=0)
+    plain, positioned = (MaskedPairBatches(examples, tokenizer, len(tokenizer), batch_size=8, seed=4,
+                                           pad_to_multiple_of=8, masked_positions_only=only).batch(2, epoch=1)
+                         for only in (False, True))
+    assert "masked_lm_positions" not in plain
+    positions = positioned.pop("masked_lm_positions")
+    labelled = (plain["labels"].flatten() != -100).nonzero().squeeze(1)
+    assert len(positions) % 8 == 0 and set(labelled.tolist()) <= set(positions.tolist())
+    assert plain.keys() == positioned.keys()
+    assert all(torch.equal(plain[k], positioned[k]) if torch.is_tensor(plain[k]) else plain[k] == positioned[k]
+               for k in plain)
+    tensors = {k: v for k, v in plain.items() if torch.is_tensor(v)}
+    torch.manual_seed(0)
+    model = BertForPreTraining(BertConfig.from_preset("tiny", vocab_size=len(tokenizer), max_position_embeddings=32))
+    model.eval()
+    with torch.no_grad():
+        full = model(**tensors, masked_positions_only=False)
+        gathered = model(**tensors, masked_positions_only=True, masked_lm_positions=positions)
+    torch.testing.assert_close(gathered.loss, full.loss)
+    torch.testing.assert_close(gathered.mlm_loss, full.mlm_loss)
+
+
 def test_pretraining_lowers_the_loss_and_resumes_exactly(tokenizer, tmp_path):
     documents = tokenize_documents(split_documents(text_corpus(60, seed=5)), tokenizer)
     examples = create_pretraining_examples(documents, SpecialIds.of(tokenizer), max_seq_length=32, seed=0)
@@ -165,8 +191,8 @@ def test_pretraining_lowers_the_loss_and_resumes_exactly(tokenizer, tmp_path):
 
 
 def test_a_compiled_pretraining_step_is_one_graph_and_trains_like_eager(tokenizer, tmp_path, caplog):
-    """The masked-LM loss at the masked positions only (a row count read from the labels) stays inside the one
-    graph the step compiles to; aot_eager captures the graphs inductor would compile, without its codegen."""
+    """The masked-LM loss at the masked positions only (gathered at the positions the batches carry) stays inside
+    the one graph the step compiles to; aot_eager captures the graphs inductor would compile, without its codegen."""
     # earlier tests of this process compiled the same forward methods: past dynamo's recompile limit a
     # fullgraph compile finds no frame to compile, so this one starts from an empty cache, as a run does
     torch._dynamo.reset()

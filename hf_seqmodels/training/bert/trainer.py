@@ -23,6 +23,7 @@ from ...models.config_utils import invalid
 from ...models.cross_entropy import summed_cross_entropy
 from ..core.arguments import EngineArguments
 from ..core.launch import make_accelerator
+from ..core.length_batches import EpochPermutation
 from ..core.loop import TrainingLoop, perplexity, process_share, share_counts
 from .data import (
     PairExamples,
@@ -53,31 +54,26 @@ class BertPretrainingArguments(EngineArguments):
 
 
 class MaskedPairBatches:
-    """Global batches of examples in a seeded order per epoch, masked per batch, split by rows among processes."""
+    """Global batches of examples in a seeded order per epoch, masked per batch, split by rows among processes;
+    with ``masked_positions_only``, each carries its ``masked_lm_positions`` for the model to gather."""
 
     carries_state = False
 
     def __init__(self, examples: list[dict], tokenizer, vocab_size: int, *, batch_size: int, seed: int = 0,
                  mlm_probability: float = 0.15, whole_word_masking: bool = False, process_index: int = 0,
-                 num_processes: int = 1, pad_to_multiple_of: int | None = None):
+                 num_processes: int = 1, pad_to_multiple_of: int | None = None, masked_positions_only: bool = True):
         if len(examples) < batch_size:
             raise ValueError(f"{len(examples)} pretraining examples do not fill one batch of {batch_size}.")
         self.examples, self.tokenizer, self.vocab_size = examples, tokenizer, vocab_size
         self.special = SpecialIds.of(tokenizer)
         self.batch_size, self.seed, self.mlm_probability = batch_size, seed, mlm_probability
-        self.whole_word_masking = whole_word_masking
+        self.whole_word_masking, self.masked_positions_only = whole_word_masking, masked_positions_only
         self.process_index, self.num_processes = process_index, num_processes
         self.pad_to_multiple_of = pad_to_multiple_of  # the padding is special: never masked
-        self._order: tuple[int, torch.Tensor] | None = None
+        self.permutation = EpochPermutation(len(examples), seed)
 
     def __len__(self) -> int:
         return len(self.examples) // self.batch_size
-
-    def _permutation(self, epoch: int) -> torch.Tensor:
-        if self._order is None or self._order[0] != epoch:
-            generator = torch.Generator().manual_seed(self.seed + epoch)
-            self._order = (epoch, torch.randperm(len(self.examples), generator=generator))
-        return self._order[1]
 
     def masked(self, rows: list[dict], seed: int) -> dict[str, torch.Tensor]:
         """Collate ``rows`` and mask them with a generator seeded by ``seed``."""
@@ -92,15 +88,16 @@ class MaskedPairBatches:
     def batch(self, index: int, epoch: int = 0) -> dict[str, Any]:
         """This process's rows of masked global batch ``index``; ``num_masked``/``num_pairs`` count the global batch,
         ``local_masked`` and ``num_tokens`` (not padding) these rows: counted here, on the CPU, as counting them on
-        the device would make the host wait for it."""
-        picks = self._permutation(epoch)[index * self.batch_size : (index + 1) * self.batch_size]
+        the device would make the host wait for it; so are ``masked_lm_positions`` with ``masked_positions_only``."""
+        picks = self.permutation(epoch)[index * self.batch_size : (index + 1) * self.batch_size]
         full = self.masked([self.examples[int(i)] for i in picks], seed=hash((self.seed, epoch, index)) % 2**63)
         mine = {k: v[self.process_index :: self.num_processes] for k, v in full.items()}
         mine["num_masked"] = int((full["labels"] != -100).sum())
         mine["num_pairs"] = len(picks)
         mine["local_masked"] = int((mine["labels"] != -100).sum())
         mine["num_tokens"] = int(mine["attention_mask"].sum())
-        mine["masked_lm_positions"] = masked_lm_positions(mine["labels"], self.pad_to_multiple_of)
+        if self.masked_positions_only:
+            mine["masked_lm_positions"] = masked_lm_positions(mine["labels"], self.pad_to_multiple_of)
         return mine
 
 
@@ -174,15 +171,14 @@ class BertPretrainingLoop(TrainingLoop):
                                  batch_size=args.per_device_train_batch_size * acc.num_processes, seed=args.seed,
                                  mlm_probability=args.mlm_probability, whole_word_masking=args.whole_word_masking,
                                  process_index=acc.process_index, num_processes=acc.num_processes,
-                                 pad_to_multiple_of=self.pad_to_multiple_of)
+                                 pad_to_multiple_of=self.pad_to_multiple_of,
+                                 masked_positions_only=args.masked_positions_only)
 
     def compute_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, int]:
         num_masked, num_pairs = batch.pop("num_masked"), batch.pop("num_pairs")
         local_masked, num_tokens = batch.pop("local_masked"), batch.pop("num_tokens")
+        # with masked_positions_only the batch carries the positions found on the CPU: the device reads no mask back
         batch = {k: v.to(self.accelerator.device, non_blocking=True) for k, v in batch.items()}
-        positions = batch.pop("masked_lm_positions")
-        if self.args.masked_positions_only:  # the positions found on the CPU: the device reads no mask back
-            batch["masked_lm_positions"] = positions
         out = self.model(**batch, masked_positions_only=self.args.masked_positions_only)
         local_pairs, world = len(batch["input_ids"]), self.accelerator.num_processes
         # DDP averages the processes' gradients: weight each mean loss by this process's share

@@ -3,9 +3,11 @@
 A model class that declares ``_can_compile_fullgraph`` (transformers' attribute: the Transformer, BERT, TextCNN)
 compiles with ``fullgraph=True``: a graph break there is a bug, raised at the first step instead of silently
 splitting the step into pieces run one after the other. BERT's masked-LM loss runs the vocabulary head on the
-masked positions only, a row count read from the labels; :func:`compile_model` lets dynamo capture such
-data-dependent shapes in the graph (``capture_dynamic_output_shape_ops``) instead of breaking it there, so
-one graph serves every batch whatever its number of masked tokens.
+masked positions only: the pretraining batches carry those positions, found on the host (``masked_lm_positions``),
+so the graph gathers a number of rows given by an input's shape, not read from the labels' values, and one graph
+serves every batch whatever its number of masked tokens. No training path makes a data-dependent shape, so
+:func:`compile_model` changes none of dynamo's process-wide settings (``capture_dynamic_output_shape_ops`` stays
+as the user left it: ``masked_positions_only`` without positions, outside the trainer, needs it for one graph).
 
 The recurrent families compile everything but the ``nn.LSTM``/``nn.GRU``/``nn.RNN`` call itself: dynamo does
 not trace those modules and runs them as they are (the fused cuDNN kernel on a GPU, ATen's on a CPU), with
@@ -26,10 +28,6 @@ from accelerate.utils import DistributedType
 
 logger = logging.getLogger(__name__)
 
-#: dynamo's settings while compiling the step: data-dependent shapes (BERT's masked rows) go into the graph
-DYNAMO_CONFIG = {"capture_dynamic_output_shape_ops": True}
-
-
 def can_compile_fullgraph(model: torch.nn.Module, distributed_type: DistributedType = DistributedType.NO) -> bool:
     """Whether ``model``'s forward compiles as one graph: its class says so, and no distributed wrapper adds
     hooks that split it."""
@@ -40,8 +38,6 @@ def compile_model(model: torch.nn.Module, wrapped: torch.nn.Module, *, backend: 
                   mode: str | None = None, distributed_type: DistributedType = DistributedType.NO):
     """``torch.compile(wrapped, ...)`` (``wrapped``: ``model`` as ``accelerator.prepare`` returned it), with
     ``fullgraph`` where :func:`can_compile_fullgraph` allows; logs what it does."""
-    for name, value in DYNAMO_CONFIG.items():  # process-wide: a recompile at any later step needs them too
-        setattr(torch._dynamo.config, name, value)
     fullgraph = can_compile_fullgraph(model, distributed_type)
     compiled = torch.compile(wrapped, backend=backend or "inductor", mode=mode, fullgraph=fullgraph)
     logger.info(f"The model is compiled with torch.compile ({backend or 'inductor'}"
@@ -50,4 +46,4 @@ def compile_model(model: torch.nn.Module, wrapped: torch.nn.Module, *, backend: 
     return compiled
 
 
-__all__ = ["DYNAMO_CONFIG", "can_compile_fullgraph", "compile_model"]
+__all__ = ["can_compile_fullgraph", "compile_model"]

@@ -32,6 +32,8 @@ USED = {
                                  lambda: callable(__import__("transformers").Pipeline._prepare_generate_kwargs)),
     "_prepare_cache_for_generation": ("models/stateful_generation.py, modeling_rnn_seq2seq.py: generate's cache",
                                       lambda: callable(GenerationMixin._prepare_cache_for_generation)),
+    "_foreach_copy_": ("training/core/master_weights.py: one kernel launch copies every gradient or weight",
+                       lambda: callable(torch._foreach_copy_)),
 }
 #: the one module of models/ that reaches private attributes (the rest are methods transformers' models override)
 MODELS_INTERNALS = "models/library_internals.py"

@@ -5,10 +5,15 @@ Both models have the same config (default: vocabulary 30522, 4 layers, hidden 25
 batch 32 x 512), the same weights (``hf_seqmodels.convert_bert``), the same batch and the same
 optimizer (AdamW, fused on CUDA), and both run ``attn_implementation="sdpa"`` on ``--device`` (``auto``: the
 GPU when torch sees one). ``--bf16`` runs both forwards under bf16 autocast (fp32 weights and optimizer).
+``--bf16-weights`` (with ``--bf16``) trains ours as ``--bf16_weights`` does, as the GPU presets do: bfloat16
+weights, float32 master weights in its AdamW (``hf_seqmodels.training.core.master_weights``); the reference keeps
+float32 weights under autocast, as transformers' Trainer with ``bf16=True``.
 A step is forward, backward and an AdamW step in train mode (dropout on); ``--steps`` steps make a timed round:
 
 * ours: ``hf_seqmodels.BertForPreTraining(..., masked_positions_only=True)``: the masked-LM head (transform
-  and vocabulary projection) runs only at the labelled positions, as in the original implementation;
+  and vocabulary projection) runs only at the labelled positions, as in the original implementation, given as
+  ``masked_lm_positions`` found on the CPU (padded to a multiple of 8), as the pretraining script's batches carry
+  them: nothing is read back from the device;
 * reference: ``transformers.BertForPreTraining``: vocabulary logits at every position, loss over the
   labelled ones;
 * informational: ours with ``masked_positions_only=False`` (logits everywhere, as the reference), which
@@ -66,7 +71,7 @@ needs a known peak.
 
     python -m benchmarks.bench_bert_pretraining
     python -m benchmarks.bench_bert_pretraining --threads 1 --repeats 7 --json bert_pretraining.json
-    python -m benchmarks.bench_bert_pretraining --preset bert-base --bf16 --compile --steps 10  # on a GPU
+    python -m benchmarks.bench_bert_pretraining --preset bert-base --bf16 --bf16-weights --compile --steps 10  # GPU
 """
 
 from __future__ import annotations
@@ -80,6 +85,8 @@ import transformers
 
 from hf_seqmodels import BertForPreTraining
 from hf_seqmodels.convert_bert import from_transformers_bert
+from hf_seqmodels.training.bert.trainer import masked_lm_positions
+from hf_seqmodels.training.core.master_weights import MasterWeights
 
 from .common import (
     add_common_args,
@@ -126,6 +133,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--steps", type=int, default=1, help="training steps per timed round")
     parser.add_argument("--bf16", action="store_true", help="forwards under bf16 autocast (fp32 weights)")
+    parser.add_argument("--bf16-weights", action="store_true",
+                        help="with --bf16: ours trains with bf16 weights and fp32 master weights in its optimizer")
     parser.add_argument("--compile", action="store_true",
                         help="also time ours and the reference passed through torch.compile, in the same rounds")
     parser.add_argument("--peak-tflops", type=float,
@@ -135,6 +144,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_device_arg(parser)
     add_common_args(parser, repeats=3, warmup=1)
     args = parser.parse_args(argv)
+    if args.bf16_weights and not args.bf16:
+        parser.error("--bf16-weights needs --bf16")
     for name, value in PRESETS[args.preset].items():
         if getattr(args, name) is None:
             setattr(args, name, value)
@@ -233,9 +244,15 @@ def check_same_loss(reference, ours, batch: dict, tolerance: float) -> dict[str,
     return losses
 
 
-def stepper(model, args, device: torch.device, batch: dict, **kwargs):
-    """A round of ``args.steps`` training steps of ``model`` (forward under ``--bf16``'s autocast), its own AdamW."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, fused=device.type == "cuda")
+def stepper(model, args, device: torch.device, batch: dict, master_weights: MasterWeights | None = None, **kwargs):
+    """A round of ``args.steps`` training steps of ``model`` (forward under ``--bf16``'s autocast), its own AdamW
+    (over ``master_weights``' float32 copies when given)."""
+    fused = device.type == "cuda"
+    if master_weights is None:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, fused=fused)
+    else:
+        groups = master_weights.optimizer_groups([{"params": list(model.parameters())}])
+        optimizer = master_weights.attach(torch.optim.AdamW(groups, lr=args.lr, fused=fused))
     autocast = precision(device, args.bf16)
 
     def run() -> None:
@@ -269,15 +286,23 @@ def main(argv: list[str] | None = None) -> dict:
     # ours twice more (full logits; compiled), the reference once more (compiled): each its own weights and AdamW
     models = {OURS: ours, REFERENCE: reference, OURS_FULL: copy.deepcopy(ours)}
     if args.compile:
-        models[OURS_COMPILED] = torch.compile(copy.deepcopy(ours))
-        models[REFERENCE_COMPILED] = torch.compile(copy.deepcopy(reference))
+        models[OURS_COMPILED] = copy.deepcopy(ours)
+        models[REFERENCE_COMPILED] = copy.deepcopy(reference)
+    masters = {name: MasterWeights(models[name]) for name in (OURS, OURS_FULL, OURS_COMPILED)
+               if args.bf16_weights and name in models}
+    for name in (OURS_COMPILED, REFERENCE_COMPILED):
+        if name in models:
+            models[name] = torch.compile(models[name])
     for model in models.values():
         model.train()
     masked_only = {OURS: True, OURS_FULL: False, OURS_COMPILED: True}  # the reference takes no such argument
+    positions = masked_lm_positions(batch["labels"].cpu(), pad_to_multiple_of=8).to(device)
     contenders = {}
     for name, model in models.items():
         kwargs = {"masked_positions_only": masked_only[name]} if name in masked_only else {}
-        contenders[name] = stepper(model, args, device, batch, **kwargs)
+        if masked_only.get(name):
+            kwargs["masked_lm_positions"] = positions
+        contenders[name] = stepper(model, args, device, batch, masters.get(name), **kwargs)
     size, dtype = args.matmul_size, torch.bfloat16 if args.bf16 else torch.float32
     left = torch.randn(size, size, generator=generator).to(device, dtype)
     right = torch.randn(size, size, generator=generator).to(device, dtype)
@@ -295,7 +320,8 @@ def main(argv: list[str] | None = None) -> dict:
     per_model = args.steps * model_flops(args, reference)
     peak = peak_flops(args, device)
     median = {name: statistics.median(t) for name, t in times.items()}
-    precision_name = "bf16 autocast" if args.bf16 else "fp32"
+    precision_name = ("bf16 autocast, ours with bf16 weights and fp32 master weights" if args.bf16_weights
+                      else "bf16 autocast" if args.bf16 else "fp32")
     print(f"\nBERT pre-training step (MLM + NSP, AdamW, train mode, dropout {args.dropout}, sdpa, {precision_name}) "
           f"on {hardware} ({device}): V={args.vocab_size} L={args.num_layers} H={args.hidden_size} "
           f"A={args.num_heads} I={args.intermediate_size}, batch {args.batch_size} x {args.seq_length} ({real} real "

@@ -10,7 +10,9 @@ give the same loss.
 
 A step is ``zero_grad``, forward with the loss, backward and an AdamW step (the same optimizer on both sides;
 ``--optim``), on ``--device`` (``auto``: the GPU when torch sees one; there TF32 is allowed for fp32 products, as
-nanoGPT's ``train.py`` allows it), under bf16 autocast with ``--bf16``. Rounds alternate between the contenders
+nanoGPT's ``train.py`` allows it), under bf16 autocast with ``--bf16``; ``--bf16-weights`` trains ours as the Transformer
+LM's GPU presets do (``--bf16_weights``: bfloat16 weights, float32 master weights in its AdamW), while the reference
+keeps nanoGPT's float32 weights under autocast. Rounds alternate between the contenders
 (interleaved) and the ratio is the median over rounds of ours / reference. ``--compile`` adds two contenders,
 timed in the same rounds: the reference passed through ``torch.compile(model)`` as nanoGPT's ``train.py``
 compiles its GPT, and ours passed through ``torch.compile(model)`` as ``--torch_compile`` compiles it in the
@@ -28,7 +30,7 @@ Target: ours / reference <= 1.0 at every size, eager and compiled, on the same d
 
     python -m benchmarks.bench_transformer_step
     python -m benchmarks.bench_transformer_step --sizes nanogpt --repeats 9 --bf16 --json out.json
-    python -m benchmarks.bench_transformer_step --sizes nanogpt-shakespeare-char --bf16 --compile  # on a GPU
+    python -m benchmarks.bench_transformer_step --sizes nanogpt-shakespeare-char --bf16 --bf16-weights --compile  # GPU
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hf_seqmodels import TransformerForCausalLM, TransformerLMConfig
+from hf_seqmodels.training.core.master_weights import MasterWeights
 
 from .common import (
     add_common_args,
@@ -145,17 +148,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--optim", default="adamw_torch_fused", choices=["adamw_torch_fused", "adamw_torch"],
                         help="the optimizer of both sides (the training loop's --optim names)")
     parser.add_argument("--bf16", action="store_true", help="both sides under bf16 autocast (as --bf16 trains)")
+    parser.add_argument("--bf16-weights", action="store_true",
+                        help="with --bf16: ours trains with bf16 weights and fp32 master weights in its optimizer")
     parser.add_argument("--compile", action="store_true",
                         help="also time both sides passed through torch.compile, in the same rounds")
     add_device_arg(parser)
     add_common_args(parser, repeats=7, warmup=1)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.bf16_weights and not args.bf16:
+        parser.error("--bf16-weights needs --bf16")
+    return args
 
 
-def stepper(model: nn.Module, loss_of, args: argparse.Namespace, device: torch.device, steps: int):
-    """A round of ``steps`` training steps of ``model``; ``loss_of(model)`` runs its forward."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1,
+def stepper(model: nn.Module, loss_of, args: argparse.Namespace, device: torch.device, steps: int,
+            master_weights: MasterWeights | None = None):
+    """A round of ``steps`` training steps of ``model``; ``loss_of(model)`` runs its forward. With
+    ``master_weights``, the optimizer updates their float32 copies of the (bfloat16) weights."""
+    groups = [{"params": list(model.parameters())}]
+    if master_weights is not None:
+        groups = master_weights.optimizer_groups(groups)
+    optimizer = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1,
                                   fused=args.optim == "adamw_torch_fused")
+    if master_weights is not None:
+        master_weights.attach(optimizer)
     autocast = precision(device, args.bf16)
 
     def run() -> None:
@@ -201,9 +216,13 @@ def bench_size(name: str, args: argparse.Namespace, device: torch.device) -> dic
     steps = size["steps"]
     models = {"ours": (ours, our_loss), "reference": (copy.deepcopy(reference), reference_loss)}
     if args.compile:
-        models["ours compiled"] = (torch.compile(copy.deepcopy(ours)), our_loss)
-        models["reference compiled"] = (torch.compile(copy.deepcopy(reference)), reference_loss)
-    contenders = {k: stepper(model, loss_of, args, device, steps) for k, (model, loss_of) in models.items()}
+        models["ours compiled"] = (copy.deepcopy(ours), our_loss)
+        models["reference compiled"] = (copy.deepcopy(reference), reference_loss)
+    masters = {k: MasterWeights(models[k][0]) for k in ("ours", "ours compiled") if args.bf16_weights and k in models}
+    models = {k: (torch.compile(model) if k.endswith("compiled") else model, loss_of)
+              for k, (model, loss_of) in models.items()}
+    contenders = {k: stepper(model, loss_of, args, device, steps, masters.get(k))
+                  for k, (model, loss_of) in models.items()}
     times = interleaved_timings(contenders, args.repeats, args.warmup, sync=synchronizer(device))
     per_step = {k: statistics.median(t) / steps * 1e3 for k, t in times.items()}
     tokens = size["batch"] * size["context"]
@@ -211,7 +230,7 @@ def bench_size(name: str, args: argparse.Namespace, device: torch.device) -> dic
           f"batch {size['batch']}, {parameters / 1e6:.2f} M parameters; parameter tensors ours {counts['ours']}, "
           f"reference {counts['reference']}; same loss before timing ({losses['ours']:.5f})")
     print_table(["contender", "ms/step", "tokens/s"], [[k, v, f"{tokens / v * 1e3:,.0f}"] for k, v in per_step.items()])
-    label = f"{name} ({'bf16' if args.bf16 else 'fp32'}, {args.optim})"
+    label = f"{name} ({'bf16, ours bf16 weights' if args.bf16_weights else 'bf16' if args.bf16 else 'fp32'}, {args.optim})"
     results = [report_ratio(f"{label}: ours / hand-written step time", paired_ratio(times["ours"], times["reference"]),
                             TARGET, higher_is_better=False)]
     if args.compile:

@@ -127,3 +127,16 @@ def test_suite_runs_a_benchmark_in_a_child_process_and_writes_its_files(tmp_path
     summary = (tmp_path / "summary.txt").read_text()
     assert summary in printed and "tokens/s ours / reference" in summary
     assert f"on {written['device_name']} (cpu)" in summary
+
+
+@pytest.mark.parametrize("bench", [bench_transformer_step, bench_bert_pretraining])
+def test_ours_trains_with_the_gpu_presets_bf16_weights_in_the_step_benchmarks(bench, capsys, tmp_path):
+    """``--bf16-weights`` times ours as the GPU presets train it: bfloat16 weights, float32 master weights."""
+    sizes = (["--sizes", "tiny"] if bench is bench_transformer_step else
+             ["--vocab-size", "100", "--hidden-size", "32", "--num-layers", "1", "--num-heads", "2",
+              "--intermediate-size", "64", "--batch-size", "4", "--seq-length", "16", "--matmul-size", "64"])
+    with pytest.raises(SystemExit):
+        bench.parse_args([*sizes, "--bf16-weights"])  # it needs --bf16
+    assert "needs --bf16" in capsys.readouterr().err
+    bench.main([*sizes, "--bf16", "--bf16-weights", "--json", str(tmp_path / "b.json"), *ONE_ROUND])
+    assert "bf16 weights" in capsys.readouterr().out

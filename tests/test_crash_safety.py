@@ -98,9 +98,13 @@ def sentence(chance: random.Random, length: int) -> str:
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
-    """lm.txt (60 lines), train.tsv (40 pairs: a sentence and its words reversed), valid.tsv (4 pairs),
-    documents.txt (20 documents of 5 sentences, separated by blank lines) and a WordPiece tokenizer of them."""
-    folder = tmp_path_factory.mktemp("data")
+    return script_data(tmp_path_factory.mktemp("data"))
+
+
+def script_data(folder: Path) -> Path:
+    """Writes into ``folder`` (returned): lm.txt (60 lines), train.tsv (40 pairs: a sentence and its words
+    reversed), valid.tsv (4 pairs), documents.txt (20 documents of 5 sentences, separated by blank lines) and a
+    WordPiece tokenizer of them."""
     chance = random.Random(0)
     (folder / "lm.txt").write_text("".join(sentence(chance, 8) + "\n" for _ in range(60)), encoding="utf-8")
     for name, count in (("train.tsv", 40), ("valid.tsv", 4)):

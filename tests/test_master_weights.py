@@ -9,6 +9,7 @@ import pytest
 import safetensors.torch
 import torch
 from accelerate.state import AcceleratorState
+from test_crash_safety import SCRIPTS, script_data
 from test_training_lm import CORPUS, engine_args, tiny_transformer_lm, weights
 from tokenizer_test_utils import char_tokenizer
 
@@ -121,3 +122,16 @@ def test_bf16_weights_need_bf16_and_one_process_or_ddp(data, tmp_path):
     with pytest.raises(ValueError, match=r"bf16_weights.*True.*--bf16"):
         train_causal_lm(tiny_transformer_lm(len(tokenizer)), tokenizer, train_ids, eval_ids,
                         engine_args(tmp_path, bf16_weights=True, max_steps=1))
+
+
+@pytest.mark.parametrize("script", ["train_lm", "train_seq2seq", "pretrain_bert"])
+def test_the_training_scripts_train_with_bf16_weights(script, tmp_path):
+    """Training, evaluation (generation for translation) and the final save run on bfloat16 weights, the recurrent
+    models' (an LSTM language model and encoder-decoder) included."""
+    folder = script_data(tmp_path)
+    spec = SCRIPTS[script]
+    results = spec.main([*spec.flags(folder), "--output_dir", str(tmp_path / "out"), "--max_steps", "3",
+                         "--bf16", "--bf16_weights"])
+    assert math.isfinite(results["eval_loss"])
+    saved = safetensors.torch.load_file(str(tmp_path / "out" / "model.safetensors"))
+    assert {t.dtype for t in saved.values()} == {torch.float32}

@@ -95,3 +95,27 @@ def test_target_checks_accept_ignored_positions_and_name_an_id_outside():
     for bad in (10, -5):
         with pytest.raises(ValueError, match=f"`labels` contains the token id {bad}, outside"):
             check_target_ids(torch.tensor([[0, -100, bad]]), 10)
+
+
+@pytest.mark.parametrize("cell_type", ["lstm", "gru", "rnn_tanh"])
+@pytest.mark.parametrize("kernel_runs_under_autocast", [True, False])
+@pytest.mark.parametrize("padded", [False, True])
+def test_the_stack_runs_under_cpu_bf16_autocast_on_any_cpu(cell_type, kernel_runs_under_autocast, padded,
+                                                          monkeypatch):
+    """On a CPU whose fused kernel fails under bf16 autocast (torch 2.13's LSTM on an AVX2-only AMD EPYC) the
+    stack runs it outside autocast, in its weights' dtype; either way the result is the float32 one to bf16
+    precision. ``kernel_runs_under_autocast=False`` takes that path on every CPU."""
+    from hf_seqmodels.models import recurrent_stack
+
+    if not kernel_runs_under_autocast:
+        monkeypatch.setattr(recurrent_stack, "cpu_autocast_runs", lambda cell_type: False)
+    torch.manual_seed(0)
+    stack = RecurrentStack(cell_type, input_size=5, hidden_size=6, num_layers=2).eval()
+    inputs = torch.randn(3, 4, 5)
+    mask = torch.tensor([[1, 1, 1, 1], [0, 1, 1, 1], [1, 1, 0, 0]], dtype=torch.bool) if padded else None
+    expected, expected_state = stack(inputs, mask=mask)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        outputs, state = stack(inputs, mask=mask)
+    torch.testing.assert_close(outputs.float(), expected, atol=0.05, rtol=0.05)
+    for got, want in zip(state, expected_state, strict=True):
+        torch.testing.assert_close(got.float(), want, atol=0.05, rtol=0.05)

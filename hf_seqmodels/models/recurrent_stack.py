@@ -39,6 +39,8 @@ the peephole LSTM.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -86,6 +88,29 @@ def _build_rnn(cell_type: str, **kwargs) -> nn.RNNBase:
     if cell_type in ("rnn_tanh", "rnn_relu"):
         return nn.RNN(nonlinearity=cell_type[4:], **kwargs)
     raise ValueError(f"Invalid `cell_type`={cell_type!r}: expected one of {', '.join(CELL_TYPES)}.")
+
+
+@torch.compiler.disable
+@functools.cache
+def cpu_autocast_runs(cell_type: str) -> bool:
+    """Whether this CPU runs the fused kernel of ``cell_type`` under bfloat16 autocast. On a 2-core AMD EPYC with
+    AVX2 (no AVX-512), torch 2.13's LSTM fails there on float32 inputs ("could not create a primitive descriptor
+    for the LSTM forward propagation primitive"), while it runs on bfloat16 inputs without autocast, and the GRU
+    and RNN run either way. Found once per cell type by running a one-unit module on one step."""
+    module = _build_rnn(cell_type, input_size=1, hidden_size=1, batch_first=True)
+    try:
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            module(torch.zeros(1, 1, 1))
+    except RuntimeError:
+        return False
+    return True
+
+
+def _outside_cpu_autocast(cell_type: str, inputs: torch.Tensor) -> bool:
+    """Whether the fused kernel must run outside autocast here: under CPU bfloat16 autocast, on a CPU where it fails
+    there (:func:`cpu_autocast_runs`)."""
+    return (inputs.device.type == "cpu" and torch.is_autocast_enabled("cpu")
+            and torch.get_autocast_dtype("cpu") == torch.bfloat16 and not cpu_autocast_runs(cell_type))
 
 
 def _call(function, *args):
@@ -239,6 +264,10 @@ class RecurrentStack(nn.Module):
     def _run_module(self, rnn, inputs, torch_state, mask) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
         """``rnn`` (the stack or one layer) over ``inputs`` from ``torch_state``; returns outputs and the final
         state as a tuple, in torch's layout."""
+        if not self.looped and _outside_cpu_autocast(self.cell_type, inputs):
+            dtype = next(self.rnn.parameters()).dtype  # the kernel in its weights' dtype: float32, or bf16 weights'
+            with torch.autocast("cpu", enabled=False):
+                return self._run_module(rnn, inputs.to(dtype), tuple(s.to(dtype) for s in torch_state), mask)
         rnn_state = torch_state if has_cell_state(self.cell_type) else torch_state[0]
         if mask is None:
             outputs, final = rnn(inputs, rnn_state)

@@ -89,6 +89,7 @@ from hf_seqmodels.training.bert.trainer import masked_lm_positions
 from hf_seqmodels.training.core.master_weights import MasterWeights
 
 from .common import (
+    adamw,
     add_common_args,
     add_device_arg,
     device_name,
@@ -247,12 +248,7 @@ def check_same_loss(reference, ours, batch: dict, tolerance: float) -> dict[str,
 def stepper(model, args, device: torch.device, batch: dict, master_weights: MasterWeights | None = None, **kwargs):
     """A round of ``args.steps`` training steps of ``model`` (forward under ``--bf16``'s autocast), its own AdamW
     (over ``master_weights``' float32 copies when given)."""
-    fused = device.type == "cuda"
-    if master_weights is None:
-        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, fused=fused)
-    else:
-        groups = master_weights.optimizer_groups([{"params": list(model.parameters())}])
-        optimizer = master_weights.attach(torch.optim.AdamW(groups, lr=args.lr, fused=fused))
+    optimizer = adamw(model, master_weights, lr=args.lr, fused=device.type == "cuda")
     autocast = precision(device, args.bf16)
 
     def run() -> None:

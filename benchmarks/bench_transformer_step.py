@@ -47,6 +47,7 @@ from hf_seqmodels import TransformerForCausalLM, TransformerLMConfig
 from hf_seqmodels.training.core.master_weights import MasterWeights
 
 from .common import (
+    adamw,
     add_common_args,
     add_device_arg,
     device_name,
@@ -164,13 +165,8 @@ def stepper(model: nn.Module, loss_of, args: argparse.Namespace, device: torch.d
             master_weights: MasterWeights | None = None):
     """A round of ``steps`` training steps of ``model``; ``loss_of(model)`` runs its forward. With
     ``master_weights``, the optimizer updates their float32 copies of the (bfloat16) weights."""
-    groups = [{"params": list(model.parameters())}]
-    if master_weights is not None:
-        groups = master_weights.optimizer_groups(groups)
-    optimizer = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1,
-                                  fused=args.optim == "adamw_torch_fused")
-    if master_weights is not None:
-        master_weights.attach(optimizer)
+    optimizer = adamw(model, master_weights, lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1,
+                      fused=args.optim == "adamw_torch_fused")
     autocast = precision(device, args.bf16)
 
     def run() -> None:

@@ -81,6 +81,16 @@ def precision(device: torch.device, bf16: bool) -> Callable[[], AbstractContextM
     return nullcontext
 
 
+def adamw(model: torch.nn.Module, master_weights=None, **kwargs) -> torch.optim.AdamW:
+    """AdamW (``kwargs``: its settings) over ``model``'s parameters; with ``master_weights`` (the model's
+    ``hf_seqmodels.training.core.master_weights.MasterWeights``, as ``--bf16_weights`` trains) over their float32
+    copies, written back into the model's bfloat16 weights after each step."""
+    groups = [{"params": list(model.parameters())}]
+    if master_weights is None:
+        return torch.optim.AdamW(groups, **kwargs)
+    return master_weights.attach(torch.optim.AdamW(master_weights.optimizer_groups(groups), **kwargs))
+
+
 def setup(args: argparse.Namespace) -> None:
     """Seed torch and apply ``--threads`` when given."""
     torch.manual_seed(args.seed)

@@ -61,7 +61,7 @@ def engine_card_arguments(args: EngineArguments, num_processes: int = 1) -> dict
     extras = {"gradient accumulation (batches per update)": args.gradient_accumulation_steps
               if args.gradient_accumulation_steps > 1 else None,
               "activation checkpointing": args.gradient_checkpointing or None,
-              "bf16 weights (float32 master copy)": getattr(args, "bf16_weights", None) or None,
+              "bf16 weights (float32 master copy)": args.bf16_weights or None,
               "torch.compile": args.torch_compile or None}
     return {
         "optimizer": optimizer,

@@ -86,7 +86,7 @@ def gpu_recipe_setting_applies(use_cpu: bool, name: str) -> bool:
     if training_device(use_cpu) == "cuda":
         return True
     why = {"torch_compile": "compiling costs more time than it saves",
-           "bf16_weights": "its gain is not measured"}.get(name, "it is meant for GPUs")
+           "bf16_weights": "its gain is not measured"}[name]
     logger.info(f"The recipe's {name} is off: on a CPU {why}; pass --{name} true to force it.")
     return False
 

@@ -117,7 +117,7 @@ def test_a_run_with_bf16_weights_resumes_bit_identically(data, tmp_path):
         assert torch.equal(value, weights(resumed_model)[name]), name
 
 
-def test_bf16_weights_need_bf16_and_one_process_or_ddp(data, tmp_path):
+def test_bf16_weights_need_bf16(data, tmp_path):
     tokenizer, train_ids, eval_ids = data
     with pytest.raises(ValueError, match=r"bf16_weights.*True.*--bf16"):
         train_causal_lm(tiny_transformer_lm(len(tokenizer)), tokenizer, train_ids, eval_ids,
